@@ -1,0 +1,35 @@
+# Two entry points (see README): `make run` and `make test`. Each creates .venv when it is missing.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+export MLFLOW_DISABLE_TELEMETRY := true
+export DO_NOT_TRACK := 1
+export DVC_NO_ANALYTICS := 1
+
+.PHONY: run test setup data repro clean-venv bench
+
+$(BIN)/wattgpu: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(BIN)/wattgpu
+
+setup: $(BIN)/wattgpu
+	$(BIN)/dvc config --local core.analytics false
+
+data: setup
+	$(BIN)/dvc pull -q
+
+## Install, pull the raw data, run the whole pipeline, print the data report and the metrics.
+run: data
+	$(BIN)/dvc repro
+	$(BIN)/wattgpu data-report
+	$(BIN)/dvc metrics show
+
+## Install and run every test (code, data and integration tests).
+test: data
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python scripts/benchmark.py

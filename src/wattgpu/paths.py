@@ -1,0 +1,38 @@
+"""Default paths, in one place. Every path is relative to the project root unless made absolute."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def project_root() -> Path:
+    """The project root: $WATTGPU_ROOT, else the nearest parent holding dvc.yaml or pyproject.toml."""
+    env = os.environ.get("WATTGPU_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = Path.cwd().resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / "dvc.yaml").exists() or (candidate / "pyproject.toml").exists():
+            return candidate
+    return here
+
+
+ROOT = project_root
+RAW_DIR = Path("data/raw")
+CATALOG_DIR = Path("data/catalogs")
+GPU_CATALOG = CATALOG_DIR / "gpus.yaml"
+LLM_CONFIG_DIR = CATALOG_DIR / "llm_configs"
+PROCESSED_DIR = Path("data/processed")
+LLM_CATALOG_TABLE = PROCESSED_DIR / "llm_catalog.csv"
+MEASUREMENTS = PROCESSED_DIR / "measurements.csv"
+QUARANTINE = PROCESSED_DIR / "quarantine.csv"
+REPORTS_DIR = Path("reports")
+DATA_REPORT = REPORTS_DIR / "ingest" / "data_report.json"
+PARAMS = Path("params.yaml")
+
+
+def resolve(path: Path | str, root: Path | None = None) -> Path:
+    """Make `path` absolute against the project root (DVC may run stages from other folders)."""
+    p = Path(path)
+    return p if p.is_absolute() else (root or project_root()) / p

@@ -1,0 +1,209 @@
+"""The one tidy measurement schema every source adapter produces, and the checks that quarantine rows.
+
+Adapters return a *raw tidy* frame: every column of `RAW_COLUMNS`, GPU and LLM still named the way the
+source names them (`raw_gpu_name`, `raw_llm_name`). `finalize` resolves those names against the catalogs,
+applies the row checks and splits the rows into the measurement table and the quarantine, so nothing is
+dropped silently: every rejected row keeps its values and gains a `reason`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from wattgpu.errors import UnknownNameError
+
+# Scenario kinds. Watt Counts labels its server loads `server_low` / `server_high` (scenario_label).
+SCENARIOS = ("offline", "server", "fixed_concurrency", "static_batch")
+
+# How an ITL value was derived; written beside every ITL so definitions are never mixed silently.
+ITL_DERIVATIONS = {
+    "offline_duration_per_token": "offline: measurement duration / generated tokens (= 1 / throughput)",
+    "server_exact": "server: mean over requests of (e2e - TTFT) / (tokens - 1)",
+    "server_e2e_per_token_incl_ttft": "server: mean e2e latency / mean generated tokens (includes TTFT)",
+    "per_request_tpot": "mean per-request time per output token (TPOT) reported by the benchmark",
+    "batch_latency_per_token_incl_prefill": "end-to-end batch latency / output tokens (includes prefill)",
+    "request_latency_per_token_incl_prefill": "mean request latency / mean response tokens (includes prefill)",
+}
+POWER_DERIVATIONS = {
+    "nvml_gpu0_mean": "mean of NVML power samples of GPU 0 during the measurement window",
+    "energy_per_req_x_tput_div_tokens_div_gpus": "Energy/req x token throughput / output tokens / (TP x PP)",
+    "energy_div_latency": "mean energy per response / mean latency per response (ratio of means)",
+    "nvml_mean_mw_div_1000_div_gpus": "avg_power in mW / 1000 / number of GPUs",
+}
+
+# column -> dtype kind ("str", "int", "float", "bool"); units live in the names.
+RAW_COLUMNS: dict[str, str] = {
+    "source": "str",
+    "config_id": "str",
+    "replicate_id": "int",
+    "raw_gpu_name": "str",
+    "raw_llm_name": "str",
+    "n_gpus": "int",
+    "precision": "str",
+    "engine": "str",
+    "engine_version": "str",
+    "workload": "str",
+    "scenario": "str",
+    "scenario_label": "str",
+    "request_rate_per_s": "float",
+    "concurrency": "float",
+    "prompt_tokens_mean": "float",
+    "output_tokens_mean": "float",
+    "requests_served": "float",
+    "measurement_duration_s": "float",
+    "power_w_per_gpu": "float",
+    "power_derivation": "str",
+    "itl_s": "float",
+    "itl_derivation": "str",
+    "itl_missing_reason": "str",
+    "throughput_tok_s": "float",
+    "energy_per_token_j": "float",
+}
+TABLE_COLUMNS: dict[str, str] = {
+    **{k: v for k, v in RAW_COLUMNS.items() if k not in ("raw_gpu_name", "raw_llm_name")},
+    "gpu": "str",
+    "llm": "str",
+    "is_moe": "bool",
+    "raw_gpu_name": "str",
+    "raw_llm_name": "str",
+}
+KEY = ("source", "config_id", "replicate_id")
+QUARANTINE_REASONS = (
+    "unknown_gpu",
+    "unknown_llm",
+    "zero_tokens",
+    "nonpositive_power",
+    "implausible_power",
+    "duplicate_key",
+    "missing_targets",
+)
+
+
+@dataclass(frozen=True)
+class Checks:
+    """Row-check thresholds (params.yaml `ingest`)."""
+
+    max_power_tdp_ratio: float = 1.3  # mean power above 1.3 x TDP cannot be a sustained reading
+    min_power_tdp_ratio: float = 0.02  # below 2 % of TDP the GPU was not even idling
+    min_tokens_for_itl: float = 2.0  # with ~1 token per request, "ITL" is really a time to first token
+
+
+def empty_raw() -> pd.DataFrame:
+    """A raw tidy frame with no rows and every column."""
+    return conform(pd.DataFrame(columns=list(RAW_COLUMNS)), RAW_COLUMNS)
+
+
+def conform(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    """Select and order `columns`, casting each to its kind; raise naming a missing column."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"missing column(s) {missing}; the schema needs {list(columns)}")
+    out = frame.loc[:, list(columns)].copy()
+    for col, kind in columns.items():
+        if kind == "str":
+            out[col] = out[col].astype("string").fillna("").astype(str)
+        elif kind == "int":
+            out[col] = pd.to_numeric(out[col]).astype("int64")
+        elif kind == "float":
+            out[col] = pd.to_numeric(out[col]).astype("float64")
+        elif kind == "bool":
+            out[col] = out[col].astype(bool)
+    return out.reset_index(drop=True)
+
+
+def mark_undefined_itl(frame: pd.DataFrame, min_tokens: float) -> pd.DataFrame:
+    """Blank the ITL of rows that generate too few tokens for one, keeping the reason (the row stays)."""
+    out = frame.copy()
+    few = out["output_tokens_mean"] < min_tokens
+    out.loc[few, "itl_s"] = np.nan
+    out.loc[few, "itl_missing_reason"] = (
+        f"fewer than {min_tokens:g} generated tokens per request: the latency is a time to first token"
+    )
+    return out
+
+
+def finalize(raw: pd.DataFrame, gpus, llms, checks: Checks = Checks()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Resolve catalog names, check every row, and split into (table, quarantine).
+
+    `gpus` / `llms` are catalogs with `resolve(name) -> key` (raising UnknownNameError) and
+    `get(key)` returning a spec with `tdp_w` (GPU) or `is_moe` (LLM).
+    """
+    df = conform(raw, RAW_COLUMNS)
+    reason = pd.Series("", index=df.index, dtype=object)
+
+    def _resolver(catalog):
+        cache: dict[str, str] = {}
+
+        def resolve(name: str) -> str:
+            if name not in cache:
+                try:
+                    cache[name] = catalog.resolve(name)
+                except UnknownNameError:
+                    cache[name] = ""
+            return cache[name]
+
+        return resolve
+
+    df["gpu"] = df["raw_gpu_name"].map(_resolver(gpus))
+    df["llm"] = df["raw_llm_name"].map(_resolver(llms))
+    reason[(df["gpu"] == "") & (reason == "")] = "unknown_gpu"
+    reason[(df["llm"] == "") & (reason == "")] = "unknown_llm"
+
+    tdp = df["gpu"].map(lambda k: gpus.get(k).tdp_w if k else np.nan)
+    df["is_moe"] = df["llm"].map(lambda k: bool(llms.get(k).is_moe) if k else False)
+
+    tokens_bad = ~(df["output_tokens_mean"] > 0)
+    reason[tokens_bad & (reason == "")] = "zero_tokens"
+    power = df["power_w_per_gpu"]
+    reason[(power.notna() & ~(power > 0)) & (reason == "")] = "nonpositive_power"
+    ratio = power / tdp
+    implausible = power.notna() & tdp.notna() & ((ratio > checks.max_power_tdp_ratio) | (ratio < checks.min_power_tdp_ratio))
+    reason[implausible & (reason == "")] = "implausible_power"
+
+    df = mark_undefined_itl(df, checks.min_tokens_for_itl)
+    no_targets = df["power_w_per_gpu"].isna() & df["itl_s"].isna()
+    reason[no_targets & (reason == "")] = "missing_targets"
+
+    dup = df.duplicated(list(KEY), keep="first")
+    reason[dup & (reason == "")] = "duplicate_key"
+
+    bad = reason != ""
+    table = conform(df[~bad], TABLE_COLUMNS).sort_values(list(KEY), kind="stable").reset_index(drop=True)
+    quarantine = df[bad].copy()
+    quarantine.insert(0, "reason", reason[bad].values)
+    quarantine = quarantine.reset_index(drop=True)
+    return table, quarantine
+
+
+def count_report(raw_by_source: dict[str, int], table: pd.DataFrame, quarantine: pd.DataFrame) -> dict:
+    """Counts kept / quarantined per source and reason, plus the table's coverage."""
+    per_source = {}
+    for source, n_raw in sorted(raw_by_source.items()):
+        kept = table[table["source"] == source]
+        q = quarantine[quarantine["source"] == source]
+        per_source[source] = {
+            "raw_rows": int(n_raw),
+            "kept": int(len(kept)),
+            "quarantined": int(len(q)),
+            "quarantined_by_reason": {str(k): int(v) for k, v in q["reason"].value_counts().sort_index().items()},
+            "gpus": int(kept["gpu"].nunique()),
+            "llms": int(kept["llm"].nunique()),
+            "dense_llms": int(kept.loc[~kept["is_moe"], "llm"].nunique()),
+            "itl_missing": int(kept["itl_s"].isna().sum()),
+            "accounted_for": bool(len(kept) + len(q) == n_raw),
+        }
+    return {
+        "rows_kept": int(len(table)),
+        "rows_quarantined": int(len(quarantine)),
+        "sources": per_source,
+    }
+
+
+def split_sources(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate adapter outputs, keeping the schema even when every frame is empty."""
+    frames = [conform(f, RAW_COLUMNS) for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else empty_raw()
