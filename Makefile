@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
 export DVC_NO_ANALYTICS := 1
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: run test setup data repro clean-venv bench
 

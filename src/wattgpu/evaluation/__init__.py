@@ -1,0 +1,1 @@
+"""Cross-validation regimes, metrics, baselines and the evaluation runner."""

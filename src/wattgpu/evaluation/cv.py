@@ -1,0 +1,75 @@
+"""Cross-validation regimes, all in one place. Each yields folds of row positions.
+
+- group_kfold: k folds; all rows of a (GPU, LLM) pair (every replicate and scenario) stay on one side.
+- row_kfold:   the paper notebook's plain shuffled KFold over rows (replicates leak across folds).
+- logo:        leave one GPU out.
+- lolo:        leave one LLM out.
+- lopo:        leave one (GPU, LLM) pair out, after removing every row of that GPU *and* of that LLM
+               from training: a new GPU and a new model at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import GroupKFold, KFold
+
+from wattgpu.config import Regime
+
+
+@dataclass(frozen=True)
+class Fold:
+    name: str
+    train: np.ndarray  # row positions
+    test: np.ndarray
+
+
+def _leave_one_out(keys: pd.Series) -> Iterator[Fold]:
+    values = keys.to_numpy()
+    for key in sorted(pd.unique(values)):
+        test = np.flatnonzero(values == key)
+        yield Fold(str(key), np.flatnonzero(values != key), test)
+
+
+def folds(rows: pd.DataFrame, regime: Regime, seed: int = 42) -> list[Fold]:
+    """Folds of `rows` (which need `gpu` and `llm` columns) under `regime`."""
+    n = len(rows)
+    if regime.kind == "row_kfold":
+        kf = KFold(n_splits=regime.n_splits, shuffle=True, random_state=seed)
+        return [Fold(f"fold{i}", tr, te) for i, (tr, te) in enumerate(kf.split(np.arange(n)))]
+    if regime.kind == "group_kfold":
+        pair = rows["gpu"].astype(str) + "|" + rows["llm"].astype(str)
+        gkf = GroupKFold(n_splits=regime.n_splits, shuffle=True, random_state=seed)
+        return [Fold(f"fold{i}", tr, te) for i, (tr, te) in enumerate(gkf.split(np.arange(n), groups=pair))]
+    if regime.kind == "logo":
+        return list(_leave_one_out(rows["gpu"]))
+    if regime.kind == "lolo":
+        return list(_leave_one_out(rows["llm"]))
+    if regime.kind == "lopo":
+        gpu, llm = rows["gpu"].to_numpy(), rows["llm"].to_numpy()
+        pairs = sorted(set(zip(gpu, llm)))
+        if regime.max_pairs is not None and regime.max_pairs < len(pairs):
+            pick = np.random.default_rng(seed).choice(len(pairs), size=regime.max_pairs, replace=False)
+            pairs = [pairs[i] for i in sorted(pick)]
+        out = []
+        for g, m in pairs:
+            test = np.flatnonzero((gpu == g) & (llm == m))
+            train = np.flatnonzero((gpu != g) & (llm != m))
+            out.append(Fold(f"{g}|{m}", train, test))
+        return out
+    raise ValueError(f"unknown regime kind {regime.kind!r}")
+
+
+def check_disjoint(rows: pd.DataFrame, regime: Regime, fold: Fold) -> None:
+    """Assert the regime's promise: nothing of the held-out group is in training."""
+    train, test = rows.iloc[fold.train], rows.iloc[fold.test]
+    if regime.kind in ("logo", "lopo"):
+        assert not set(train["gpu"]) & set(test["gpu"]), f"{fold.name}: GPU seen in training"
+    if regime.kind in ("lolo", "lopo"):
+        assert not set(train["llm"]) & set(test["llm"]), f"{fold.name}: LLM seen in training"
+    if regime.kind == "group_kfold":
+        pairs = lambda f: set(zip(f["gpu"], f["llm"]))  # noqa: E731
+        assert not pairs(train) & pairs(test), f"{fold.name}: (GPU, LLM) pair on both sides"

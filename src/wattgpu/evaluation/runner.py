@@ -1,0 +1,75 @@
+"""Cross-validated predictions and their metrics: pure functions of rows, a model factory and folds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from wattgpu.config import Regime
+from wattgpu.evaluation import metrics
+from wattgpu.evaluation.cv import check_disjoint, folds
+from wattgpu.features import attach_specs, engineer
+from wattgpu.modeling.targets import TARGETS
+
+ID_COLUMNS = ["source", "config_id", "replicate_id", "gpu", "llm", "scenario_label"]
+
+
+def prepare_rows(table: pd.DataFrame, gpus, llms, *, source: str | None, dense_only: bool,
+                 idle_power_w: dict[str, float] | None = None, offline_batch: float = 256.0) -> pd.DataFrame:
+    """Measurement rows with catalog specs and engineered features, filtered to one source."""
+    rows = table if source is None else table[table["source"] == source]
+    if dense_only:
+        rows = rows[~rows["is_moe"].astype(bool)]
+    rows = attach_specs(rows.reset_index(drop=True), gpus, llms, idle_power_w)
+    return engineer(rows, offline_batch=offline_batch)
+
+
+def target_rows(rows: pd.DataFrame, target: str) -> pd.DataFrame:
+    """Rows whose target is defined (ITL may be empty with a reason; power may be absent)."""
+    return rows[rows[TARGETS[target].column].notna()].reset_index(drop=True)
+
+
+@dataclass
+class CrossPrediction:
+    y_pred: np.ndarray
+    importances: list[pd.Series] = field(default_factory=list)
+    n_folds: int = 0
+
+
+def cross_predict(rows: pd.DataFrame, make_model: Callable[[], object], regime: Regime, seed: int,
+                  progress: Callable[[str], None] | None = None) -> CrossPrediction:
+    """Predict every row from a model that did not see it (nor its group, per the regime)."""
+    y_pred = np.full(len(rows), np.nan)
+    result = CrossPrediction(y_pred)
+    for fold in folds(rows, regime, seed):
+        check_disjoint(rows, regime, fold)
+        if len(fold.train) == 0:
+            continue
+        model = make_model().fit(rows.iloc[fold.train])
+        y_pred[fold.test] = model.predict(rows.iloc[fold.test])
+        if hasattr(model, "feature_importances"):
+            result.importances.append(model.feature_importances())
+        result.n_folds += 1
+        if progress:
+            progress(fold.name)
+    return result
+
+
+def prediction_frame(rows: pd.DataFrame, target: str, model: str, y_pred: np.ndarray) -> pd.DataFrame:
+    out = rows[ID_COLUMNS].copy()
+    out["target"] = target
+    out["model"] = model
+    out["y_true"] = rows[TARGETS[target].column].to_numpy(dtype=float)
+    out["y_pred"] = y_pred
+    return out
+
+
+def metrics_table(predictions: pd.DataFrame) -> dict:
+    """{target: {model: {scenario_group: summary}}} from a long predictions frame."""
+    out: dict = {}
+    for (target, model), g in predictions.groupby(["target", "model"], sort=True):
+        out.setdefault(target, {})[model] = metrics.by_scenario(g)
+    return out

@@ -1,0 +1,1 @@
+"""Targets, estimator pipelines and the paper replica."""

@@ -1,0 +1,71 @@
+"""A regressor on a feature set that learns an encoded target and predicts in natural units."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.compose import ColumnTransformer
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OrdinalEncoder, StandardScaler
+
+from wattgpu.features import FeatureSet
+from wattgpu.modeling.targets import Target
+
+
+def preprocessor(features: FeatureSet, scale: bool = False) -> ColumnTransformer:
+    """Numeric: mean-impute (and optionally scale); categorical: ordinal codes, unseen -> -1."""
+    num_steps = [("impute", SimpleImputer(strategy="mean", keep_empty_features=True))]
+    if scale:
+        num_steps.append(("scale", StandardScaler()))
+    parts = [("num", Pipeline(num_steps), list(features.numeric))]
+    if features.categorical:
+        cat = Pipeline(
+            [
+                ("impute", SimpleImputer(strategy="constant", fill_value="missing")),
+                ("encode", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1)),
+            ]
+        )
+        parts.append(("cat", cat, list(features.categorical)))
+    return ColumnTransformer(parts, verbose_feature_names_out=False)
+
+
+class TargetRegressor(BaseEstimator, RegressorMixin):
+    """Fit `regressor` on `features` of rows to the encoded target; predict decodes to W or s."""
+
+    def __init__(self, features: FeatureSet, target: Target, regressor, scale: bool = False):
+        self.features = features
+        self.target = target
+        self.regressor = regressor
+        self.scale = scale
+
+    def fit(self, rows: pd.DataFrame, y=None) -> "TargetRegressor":
+        y = rows[self.target.column] if y is None else y
+        z = self.target.encode(rows, y)
+        self.pipeline_ = Pipeline(
+            [("prep", preprocessor(self.features, self.scale)), ("model", clone(self.regressor))]
+        )
+        self.pipeline_.fit(self._frame(rows), z)
+        return self
+
+    def predict(self, rows: pd.DataFrame) -> np.ndarray:
+        z = self.pipeline_.predict(self._frame(rows))
+        return self.target.decode(rows, z)
+
+    def _frame(self, rows: pd.DataFrame) -> pd.DataFrame:
+        frame = rows.loc[:, self.features.columns].copy()
+        for col in self.features.categorical:
+            frame[col] = frame[col].astype(str)
+        for col in self.features.numeric:
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
+        return frame
+
+    def feature_importances(self) -> pd.Series:
+        model = self.pipeline_.named_steps["model"]
+        names = self.pipeline_.named_steps["prep"].get_feature_names_out()
+        values = getattr(model, "feature_importances_", None)
+        if values is None:
+            coef = getattr(model, "coef_", None)
+            values = np.abs(np.ravel(coef)) if coef is not None else np.full(len(names), np.nan)
+        return pd.Series(values, index=names).sort_values(ascending=False)

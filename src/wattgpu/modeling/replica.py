@@ -1,0 +1,28 @@
+"""The paper replica: its two feature sets and fixed XGBoost settings (dense models only)."""
+
+from __future__ import annotations
+
+from xgboost import XGBRegressor
+
+from wattgpu.config import Replica, XgbParams
+from wattgpu.features import PAPER_ITL, PAPER_POWER
+from wattgpu.modeling.estimator import TargetRegressor
+from wattgpu.modeling.targets import TARGETS
+
+
+def xgb(params: XgbParams, seed: int, n_jobs: int) -> XGBRegressor:
+    return XGBRegressor(
+        max_depth=params.max_depth,
+        n_estimators=params.n_estimators,
+        reg_lambda=params.reg_lambda,
+        learning_rate=params.learning_rate,
+        random_state=seed,
+        n_jobs=n_jobs,
+        tree_method="hist",
+    )
+
+
+def paper_model(target: str, replica: Replica, seed: int = 42, n_jobs: int = 2) -> TargetRegressor:
+    features = PAPER_POWER if target == "power" else PAPER_ITL
+    params = replica.power if target == "power" else replica.itl
+    return TargetRegressor(features, TARGETS[target], xgb(params, seed, n_jobs))

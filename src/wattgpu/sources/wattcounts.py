@@ -1,0 +1,82 @@
+"""Adapter for the processed Watt Counts copy (`wattcounts/watt_counts_processed.csv`, one row per run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from wattgpu.errors import RawDataError
+from wattgpu.sources.rawio import read_csv_checked
+from wattgpu.sources.schema import RAW_COLUMNS, conform
+
+FILE = "watt_counts_processed.csv"
+SOURCE = "wattcounts_processed"
+NUMERIC = [
+    "lambda_qps",
+    "avg_prompt_tokens",
+    "avg_generation_tokens",
+    "num_requests",
+    "gpu_power_draw_watts",
+    "avg_e2e_latency_seconds",
+    "energy_efficiency_tokens_per_joule",
+    "throughput_tokens_per_second",
+]
+SCENARIO_LABELS = ("offline", "server_low", "server_high")
+
+
+def read_wattcounts_processed(raw_dir: Path) -> pd.DataFrame:
+    """All rows of the processed copy in the raw tidy schema (nothing dropped here)."""
+    path = Path(raw_dir) / FILE
+    df = read_csv_checked(path, numeric=NUMERIC, text=["model", "gpu_type", "scenario"])
+    unknown = ~df["scenario"].isin(SCENARIO_LABELS)
+    if unknown.any():
+        i = unknown.idxmax()
+        raise RawDataError(path, int(df.at[i, "_line"]), "scenario", f"{df.at[i, 'scenario']!r} not in {SCENARIO_LABELS}")
+    return to_tidy(df)
+
+
+def to_tidy(df: pd.DataFrame) -> pd.DataFrame:
+    """Map the processed columns onto the schema. Pure: frame in, frame out."""
+    offline = df["scenario"] == "offline"
+    # The first (unnamed) column is the original copy's running row number: it orders the replicates.
+    order = pd.to_numeric(df.iloc[:, 0], errors="coerce") if df.columns[0] in ("", "Unnamed: 0") else df["_line"]
+    config = df["gpu_type"] + "|" + df["model"] + "|" + df["scenario"]
+    out = pd.DataFrame(
+        {
+            "source": SOURCE,
+            "config_id": config,
+            "replicate_id": order.groupby(config).rank(method="first").astype(int) - 1,
+            "raw_gpu_name": df["gpu_type"],
+            "raw_llm_name": df["model"],
+            "n_gpus": 1,
+            "precision": "16bit",
+            "engine": "vllm",
+            "engine_version": "",
+            "workload": "watt-counts prompts, output capped at 256 tokens",
+            "scenario": np.where(offline, "offline", "server"),
+            "scenario_label": df["scenario"],
+            "request_rate_per_s": df["lambda_qps"].where(~offline),
+            "concurrency": np.nan,
+            "prompt_tokens_mean": df["avg_prompt_tokens"],
+            "output_tokens_mean": df["avg_generation_tokens"],
+            "requests_served": df["num_requests"],
+            # offline: avg_e2e_latency_seconds is the whole measurement duration (dataset README)
+            "measurement_duration_s": df["avg_e2e_latency_seconds"].where(offline),
+            "power_w_per_gpu": df["gpu_power_draw_watts"],
+            "power_derivation": "nvml_gpu0_mean",
+            # offline: duration / generated tokens = 1 / throughput (exact);
+            # server: mean e2e / mean generated tokens, which includes the time to first token.
+            "itl_s": np.where(
+                offline,
+                1.0 / df["throughput_tokens_per_second"],
+                df["avg_e2e_latency_seconds"] / df["avg_generation_tokens"],
+            ),
+            "itl_derivation": np.where(offline, "offline_duration_per_token", "server_e2e_per_token_incl_ttft"),
+            "itl_missing_reason": "",
+            "throughput_tok_s": df["throughput_tokens_per_second"],
+            "energy_per_token_j": 1.0 / df["energy_efficiency_tokens_per_joule"],
+        }
+    )
+    return conform(out, RAW_COLUMNS)

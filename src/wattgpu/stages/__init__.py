@@ -1,0 +1,1 @@
+"""Thin DVC stage entries: parse params, read declared deps, call pure functions, write declared outs."""

@@ -1,0 +1,55 @@
+"""CV regimes keep their promise on a hand-written grid of FIXTURE rows (3 GPUs x 4 LLMs x 2 replicates)."""
+
+import itertools
+
+import pandas as pd
+import pytest
+
+from wattgpu.config import Regime
+from wattgpu.evaluation.cv import check_disjoint, folds
+
+ROWS = pd.DataFrame(
+    [{"gpu": g, "llm": m, "rep": r} for g, m, r in itertools.product("ABC", "wxyz", range(2))]
+)
+
+
+@pytest.mark.parametrize("kind", ["group_kfold", "row_kfold", "logo", "lolo", "lopo"])
+def test_every_row_is_tested_exactly_once_and_groups_never_leak(kind):
+    regime = Regime(kind=kind, n_splits=3)
+    fs = folds(ROWS, regime, seed=1)
+    tested = sorted(i for f in fs for i in f.test)
+    assert tested == list(range(len(ROWS)))
+    for f in fs:
+        assert not set(f.train) & set(f.test)
+        check_disjoint(ROWS, regime, f)
+
+
+def test_lopo_removes_the_gpu_and_the_llm_from_training():
+    fs = folds(ROWS, Regime(kind="lopo"), seed=1)
+    assert len(fs) == 12
+    f = next(f for f in fs if f.name == "A|w")
+    train = ROWS.iloc[f.train]
+    assert "A" not in set(train.gpu) and "w" not in set(train.llm)
+    assert len(train) == 2 * 3 * 2  # 2 GPUs x 3 LLMs x 2 replicates
+
+
+def test_group_kfold_keeps_replicates_together_and_is_seeded():
+    a = folds(ROWS, Regime(kind="group_kfold", n_splits=3), seed=7)
+    b = folds(ROWS, Regime(kind="group_kfold", n_splits=3), seed=7)
+    assert [list(f.test) for f in a] == [list(f.test) for f in b]
+    for f in a:
+        test = ROWS.iloc[f.test]
+        assert (test.groupby(["gpu", "llm"]).size() == 2).all()
+
+
+def test_lopo_sample_of_pairs():
+    assert len(folds(ROWS, Regime(kind="lopo", max_pairs=5), seed=3)) == 5
+
+
+def test_check_disjoint_catches_a_leak():
+    from wattgpu.evaluation.cv import Fold
+    import numpy as np
+
+    leak = Fold("bad", np.arange(0, 10), np.arange(5, 12))
+    with pytest.raises(AssertionError):
+        check_disjoint(ROWS, Regime(kind="logo"), leak)

@@ -1,0 +1,43 @@
+"""Metrics on hand-written FIXTURE predictions with known answers."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wattgpu.evaluation import metrics
+
+
+def preds(y_true, y_pred, gpus, llm="m", scen="offline"):
+    return pd.DataFrame({"y_true": y_true, "y_pred": y_pred, "gpu": gpus, "llm": llm, "scenario_label": scen})
+
+
+def test_mdape_and_mape():
+    df = preds([100, 100, 100], [110, 95, 150], ["a", "b", "c"])
+    assert metrics.mdape(df) == pytest.approx(10.0)
+    assert metrics.mape(df) == pytest.approx((10 + 5 + 50) / 3)
+
+
+def test_perfect_and_reversed_gpu_ranking():
+    good = preds([1, 2, 3], [10, 20, 30], ["a", "b", "c"])
+    bad = preds([1, 2, 3], [30, 20, 10], ["a", "b", "c"])
+    assert metrics.kendall(good, "gpu") == pytest.approx(1.0)
+    assert metrics.kendall(bad, "gpu") == pytest.approx(-1.0)
+    assert metrics.top_k(good, 1) == 1.0 and metrics.top_k(bad, 1) == 0.0 and metrics.top_k(bad, 3) == 1.0
+
+
+def test_replicates_are_averaged_before_ranking():
+    df = preds([1, 1.2, 2, 3], [1, 5, 2.5, 3.5], ["a", "a", "b", "c"])
+    # means: a (1.1, 3.0), b (2, 2.5), c (3, 3.5): predicted order b < a < c, measured a < b < c
+    assert metrics.kendall(df, "gpu") == pytest.approx(1 / 3)
+
+
+def test_by_scenario_groups_server_loads():
+    df = pd.concat([
+        preds([1, 2], [1, 2], ["a", "b"], scen="server_low"),
+        preds([1, 2], [1.5, 2], ["a", "b"], scen="server_high"),
+        preds([1, 2], [1, 2], ["a", "b"], scen="offline"),
+    ])
+    out = metrics.by_scenario(df)
+    assert set(out) == {"offline", "server", "server_low", "server_high"}
+    assert out["server"]["n_rows"] == 4 and out["server_high"]["mdape"] == pytest.approx(25.0)
+    assert np.isnan(metrics.pearson(preds([1, 1], [1, 2], ["a", "b"])))

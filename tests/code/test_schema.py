@@ -1,0 +1,88 @@
+"""Row checks and quarantine on hand-written fixture rows (not measurements)."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wattgpu.errors import UnknownNameError
+from wattgpu.sources.schema import RAW_COLUMNS, Checks, count_report, finalize
+
+
+class FakeCatalog:
+    """A two-entry catalog with the resolve/get interface of the real ones."""
+
+    def __init__(self, entries):
+        self.entries = entries
+
+    def resolve(self, name):
+        if name not in self.entries:
+            raise UnknownNameError("thing", name, self.entries)
+        return name
+
+    def get(self, name):
+        return self.entries[self.resolve(name)]
+
+
+GPUS = FakeCatalog({"GPU-A": SimpleNamespace(tdp_w=300.0)})
+LLMS = FakeCatalog({"llm-a": SimpleNamespace(is_moe=False), "moe-b": SimpleNamespace(is_moe=True)})
+
+
+def fixture_row(**overrides):
+    row = {
+        "source": "fixture", "config_id": "c", "replicate_id": 0, "raw_gpu_name": "GPU-A", "raw_llm_name": "llm-a",
+        "n_gpus": 1, "precision": "bf16", "engine": "vllm", "engine_version": "", "workload": "w",
+        "scenario": "server", "scenario_label": "server_low", "request_rate_per_s": 0.017, "concurrency": np.nan,
+        "prompt_tokens_mean": 14.0, "output_tokens_mean": 200.0, "requests_served": 10.0,
+        "measurement_duration_s": np.nan, "power_w_per_gpu": 120.0, "power_derivation": "nvml_gpu0_mean",
+        "itl_s": 0.02, "itl_derivation": "server_e2e_per_token_incl_ttft", "itl_missing_reason": "",
+        "throughput_tok_s": 100.0, "energy_per_token_j": 1.2,
+    }
+    row.update(overrides)
+    return row
+
+
+def frame(*rows):
+    df = pd.DataFrame(rows)
+    assert list(df.columns) == list(RAW_COLUMNS)
+    return df
+
+
+def test_each_bad_row_is_quarantined_with_its_reason():
+    raw = frame(
+        fixture_row(config_id="ok"),
+        fixture_row(config_id="g", raw_gpu_name="GPU-Z"),
+        fixture_row(config_id="l", raw_llm_name="llm-z"),
+        fixture_row(config_id="t", output_tokens_mean=0.0),
+        fixture_row(config_id="p", power_w_per_gpu=-5.0),
+        fixture_row(config_id="hi", power_w_per_gpu=900.0),
+        fixture_row(config_id="ok"),  # duplicate key
+        fixture_row(config_id="none", power_w_per_gpu=np.nan, itl_s=np.nan),
+        fixture_row(config_id="moe", raw_llm_name="moe-b"),
+    )
+    table, quarantine = finalize(raw, GPUS, LLMS)
+    assert list(table["config_id"]) == ["moe", "ok"]
+    assert table.set_index("config_id").loc["moe", "is_moe"]
+    reasons = dict(zip(quarantine["config_id"], quarantine["reason"]))
+    assert reasons == {
+        "g": "unknown_gpu", "l": "unknown_llm", "t": "zero_tokens", "p": "nonpositive_power",
+        "hi": "implausible_power", "ok": "duplicate_key", "none": "missing_targets",
+    }
+    report = count_report({"fixture": len(raw)}, table, quarantine)
+    assert report["sources"]["fixture"]["accounted_for"]
+    assert report["sources"]["fixture"]["quarantined_by_reason"]["duplicate_key"] == 1
+
+
+def test_one_token_rows_keep_power_but_lose_itl_with_reason():
+    raw = frame(fixture_row(output_tokens_mean=1.0, itl_s=0.5))
+    table, quarantine = finalize(raw, GPUS, LLMS, Checks(min_tokens_for_itl=2))
+    assert len(quarantine) == 0
+    assert np.isnan(table.loc[0, "itl_s"]) and table.loc[0, "power_w_per_gpu"] == 120.0
+    assert "time to first token" in table.loc[0, "itl_missing_reason"]
+
+
+def test_missing_column_is_named():
+    raw = frame(fixture_row()).drop(columns=["itl_s"])
+    with pytest.raises(ValueError, match="itl_s"):
+        finalize(raw, GPUS, LLMS)
