@@ -28,6 +28,7 @@ class Ingest(Strict):
     max_power_tdp_ratio: float = Field(1.3, gt=0)
     min_power_tdp_ratio: float = Field(0.02, ge=0)
     min_tokens_for_itl: float = Field(2.0, gt=0)
+    min_itl_roofline_ratio: float = Field(0.5, ge=0)
     wattcounts_original: str | None = None  # path to the original subset layout, when a user has it
 
 

@@ -25,8 +25,9 @@ class FakeCatalog:
         return self.entries[self.resolve(name)]
 
 
-GPUS = FakeCatalog({"GPU-A": SimpleNamespace(tdp_w=300.0)})
-LLMS = FakeCatalog({"llm-a": SimpleNamespace(is_moe=False), "moe-b": SimpleNamespace(is_moe=True)})
+GPUS = FakeCatalog({"GPU-A": SimpleNamespace(tdp_w=300.0, memory_bandwidth_gb_s=1000.0)})
+LLMS = FakeCatalog({"llm-a": SimpleNamespace(is_moe=False, active_params_b=1.0),
+                    "moe-b": SimpleNamespace(is_moe=True, active_params_b=1.0)})
 
 
 def fixture_row(**overrides):
@@ -86,3 +87,14 @@ def test_missing_column_is_named():
     raw = frame(fixture_row()).drop(columns=["itl_s"])
     with pytest.raises(ValueError, match="itl_s"):
         finalize(raw, GPUS, LLMS)
+
+
+def test_itl_below_the_weight_streaming_floor_is_blanked_not_dropped():
+    # floor: 2 bytes x 1e9 params / 1000 GB/s = 2 ms; half of it = 1 ms
+    raw = frame(fixture_row(config_id="fast", itl_s=0.0005), fixture_row(config_id="ok", itl_s=0.0015),
+                fixture_row(config_id="off", scenario="offline", scenario_label="offline", itl_s=0.0001))
+    table, quarantine = finalize(raw, GPUS, LLMS)
+    assert len(quarantine) == 0
+    itl = table.set_index("config_id")["itl_s"]
+    assert np.isnan(itl["fast"]) and itl["ok"] == 0.0015 and itl["off"] == 0.0001
+    assert "implausible" in table.set_index("config_id").loc["fast", "itl_missing_reason"]

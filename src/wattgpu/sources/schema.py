@@ -90,6 +90,7 @@ class Checks:
     max_power_tdp_ratio: float = 1.3  # mean power above 1.3 x TDP cannot be a sustained reading
     min_power_tdp_ratio: float = 0.02  # below 2 % of TDP the GPU was not even idling
     min_tokens_for_itl: float = 2.0  # with ~1 token per request, "ITL" is really a time to first token
+    min_itl_roofline_ratio: float = 0.5  # a per-sequence ITL below half the time to stream the weights once
 
 
 def empty_raw() -> pd.DataFrame:
@@ -126,11 +127,25 @@ def mark_undefined_itl(frame: pd.DataFrame, min_tokens: float) -> pd.DataFrame:
     return out
 
 
+def mark_implausible_itl(frame: pd.DataFrame, weight_stream_s: pd.Series, min_ratio: float) -> pd.DataFrame:
+    """Blank per-sequence ITLs far below the physical floor (each decode step streams every weight once).
+
+    Offline ITL is duration / all generated tokens (shared by the whole batch), so it is exempt.
+    """
+    out = frame.copy()
+    low = (out["scenario"] != "offline") & (out["itl_s"] < min_ratio * weight_stream_s)
+    out.loc[low, "itl_s"] = np.nan
+    out.loc[low, "itl_missing_reason"] = (
+        f"implausible: below {min_ratio:g} x the time to stream the FP16 weights once (2 x params / bandwidth)"
+    )
+    return out
+
+
 def finalize(raw: pd.DataFrame, gpus, llms, checks: Checks = Checks()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Resolve catalog names, check every row, and split into (table, quarantine).
 
     `gpus` / `llms` are catalogs with `resolve(name) -> key` (raising UnknownNameError) and
-    `get(key)` returning a spec with `tdp_w` (GPU) or `is_moe` (LLM).
+    `get(key)` returning a spec with `tdp_w`, `memory_bandwidth_gb_s` (GPU) or `is_moe`, `active_params_b` (LLM).
     """
     df = conform(raw, RAW_COLUMNS)
     reason = pd.Series("", index=df.index, dtype=object)
@@ -165,6 +180,9 @@ def finalize(raw: pd.DataFrame, gpus, llms, checks: Checks = Checks()) -> tuple[
     reason[implausible & (reason == "")] = "implausible_power"
 
     df = mark_undefined_itl(df, checks.min_tokens_for_itl)
+    bandwidth = df["gpu"].map(lambda k: gpus.get(k).memory_bandwidth_gb_s if k else np.nan)
+    params_b = df["llm"].map(lambda k: llms.get(k).active_params_b if k else np.nan)
+    df = mark_implausible_itl(df, 2 * params_b / (bandwidth * df["n_gpus"]), checks.min_itl_roofline_ratio)
     no_targets = df["power_w_per_gpu"].isna() & df["itl_s"].isna()
     reason[no_targets & (reason == "")] = "missing_targets"
 

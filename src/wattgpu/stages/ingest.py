@@ -34,7 +34,8 @@ def build(root, params):
 
     gpus = load_gpu_catalog(paths.resolve(paths.GPU_CATALOG, root))
     llms = load_llm_catalog(paths.resolve(paths.LLM_CATALOG_TABLE, root))
-    checks = Checks(params.max_power_tdp_ratio, params.min_power_tdp_ratio, params.min_tokens_for_itl)
+    checks = Checks(params.max_power_tdp_ratio, params.min_power_tdp_ratio, params.min_tokens_for_itl,
+                    params.min_itl_roofline_ratio)
     table, quarantine = finalize(split_sources(frames), gpus, llms, checks)
     return table, quarantine, count_report(raw_counts, table, quarantine)
 
