@@ -15,7 +15,12 @@ class UnknownNameError(WattgpuError, KeyError):
 
     def __init__(self, kind: str, name: str, known: Iterable[str]):
         self.kind, self.name = kind, name
-        self.suggestions = difflib.get_close_matches(str(name), list(known), n=3, cutoff=0.5)
+        known = list(known)
+        needle = str(name).lower().replace(" ", "")
+        # Names that contain what was typed first ("H100" -> every H100 variant), then close spellings.
+        contained = [k for k in known if needle and needle in k.lower().replace(" ", "")]
+        close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.5)
+        self.suggestions = list(dict.fromkeys([*sorted(contained, key=len)[:5], *close]))[:5]
         hint = f"; did you mean {', '.join(repr(s) for s in self.suggestions)}?" if self.suggestions else ""
         super().__init__(f"unknown {kind} {name!r}{hint}")
 

@@ -1,0 +1,222 @@
+"""Prediction requests: validate them, resolve the GPU and LLM (by catalog name or by their own specs),
+build feature rows, and predict power, ITL, tokens/s and energy per token.
+
+A request is a mapping (one row of a frame) with:
+- `gpu`: a catalog name or alias, or else the GPU's spec fields `gpu_<field>` (GPU_SPEC_REQUIRED at least);
+- `llm`: a catalog name or alias, or else the LLM's config fields `llm_<field>` (LLM_CONFIG_REQUIRED at least);
+- `scenario`: offline | server_low | server_high | server (server needs `request_rate_per_s`);
+- optional workload: `request_rate_per_s`, `prompt_tokens`, `output_tokens`, `n_gpus` (defaults: WORKLOAD_DEFAULTS).
+Pure functions; every error names the row, the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from wattgpu.errors import UnknownNameError, WattgpuError
+from wattgpu.features import GPU_FIELDS, LLM_FIELDS, engineer
+
+SCENARIOS = {"offline": None, "server_low": 0.017, "server_high": 0.33, "server": None}
+# Watt Counts' workload: ~14-token prompts, generation capped at 256 (mean ~220 tokens).
+WORKLOAD_DEFAULTS = {"prompt_tokens": 14.0, "output_tokens": 220.0, "n_gpus": 1}
+
+GPU_SPEC_REQUIRED = {  # field -> (min, max)
+    "tdp_w": (10, 2000), "memory_gb": (1, 1024), "memory_bandwidth_gb_s": (50, 20000),
+    "fp16_tensor_tflops": (1, 10000), "release_year": (2010, 2035),
+}
+GPU_SPEC_OPTIONAL = {
+    "base_clock_mhz": (100, 4000), "boost_clock_mhz": (100, 4000), "sm_count": (1, 1000),
+    "fp32_tflops": (0.1, 1000), "transistors_m": (100, 1_000_000), "process_nm": (1, 100),
+    "l2_cache_mb": (0.1, 1024), "memory_bus_bits": (32, 16384),
+}
+GPU_SPEC_TEXT = ("memory_type", "architecture", "vendor", "form_factor")
+LLM_CONFIG_REQUIRED = {
+    "total_params_b": (0.01, 5000), "num_layers": (1, 512), "hidden_size": (64, 65536),
+}
+LLM_CONFIG_OPTIONAL = {
+    "active_params_b": (0.01, 5000), "num_attention_heads": (1, 1024), "num_kv_heads": (1, 1024),
+    "head_dim": (8, 1024), "intermediate_size": (64, 1_000_000), "vocab_size": (100, 2_000_000),
+}
+LLM_CONFIG_TEXT = ("family",)
+WORKLOAD_RANGES = {"request_rate_per_s": (1e-6, 1000), "prompt_tokens": (1, 1_000_000),
+                   "output_tokens": (1, 1_000_000), "n_gpus": (1, 64)}
+KNOWN_FIELDS = (
+    {"gpu", "llm", "scenario", *WORKLOAD_RANGES}
+    | {f"gpu_{k}" for k in [*GPU_SPEC_REQUIRED, *GPU_SPEC_OPTIONAL, *GPU_SPEC_TEXT, "name"]}
+    | {f"llm_{k}" for k in [*LLM_CONFIG_REQUIRED, *LLM_CONFIG_OPTIONAL, *LLM_CONFIG_TEXT, "name"]}
+)
+
+
+class RequestError(WattgpuError, ValueError):
+    """A request that cannot be answered; names the row and the field."""
+
+    def __init__(self, row: int | None, field: str, problem: str):
+        self.row, self.field = row, field
+        where = f"row {row}, " if row is not None else ""
+        super().__init__(f"{where}field {field!r}: {problem}")
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip())
+
+
+def _number(i: int, name: str, v, lo: float, hi: float, integer: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise RequestError(i, name, f"must be a number, got {type(v).__name__} {v!r}")
+    v = float(v)
+    if not math.isfinite(v):
+        raise RequestError(i, name, f"must be a finite number, got {v}")
+    if not lo <= v <= hi:
+        raise RequestError(i, name, f"{v:g} is outside the allowed range [{lo:g}, {hi:g}]")
+    if integer and v != int(v):
+        raise RequestError(i, name, f"must be a whole number, got {v:g}")
+    return v
+
+
+def _spec_fields(i, req, prefix, required, optional, text):
+    given = {k: req[f"{prefix}{k}"] for k in [*required, *optional, *text]
+             if f"{prefix}{k}" in req and not _missing(req[f"{prefix}{k}"])}
+    out = {}
+    for k, (lo, hi) in {**required, **optional}.items():
+        if k in given:
+            out[k] = _number(i, f"{prefix}{k}", given[k], lo, hi)
+        elif k in required:
+            raise RequestError(i, f"{prefix}{k}", "required when no catalog name is given "
+                               f"(needs {', '.join(prefix + r for r in required)})")
+        else:
+            out[k] = np.nan
+    for k in text:
+        v = given.get(k, "")
+        if not isinstance(v, str):
+            raise RequestError(i, f"{prefix}{k}", f"must be text, got {type(v).__name__}")
+        out[k] = v or "unknown"
+    return out
+
+
+def _has_spec(req: Mapping, prefix: str, fields: Iterable[str]) -> bool:
+    return any(f"{prefix}{k}" in req and not _missing(req[f"{prefix}{k}"]) for k in fields)
+
+
+def _resolve(i, req, kind, catalog, prefix, required, optional, text):
+    name = req.get(kind)
+    spec_given = _has_spec(req, prefix, [*required, *optional])
+    if not _missing(name):
+        if not isinstance(name, str):
+            raise RequestError(i, kind, f"must be a catalog name (text), got {type(name).__name__}")
+        if spec_given:
+            raise RequestError(i, kind, f"give either a catalog name or {prefix}* spec fields, not both")
+        try:
+            key = catalog.resolve(name)
+        except UnknownNameError as exc:
+            raise RequestError(i, kind, str(exc)) from None
+        return key, None
+    if not spec_given:
+        raise RequestError(i, kind, f"missing: give a catalog name or the {prefix}* fields "
+                           f"({', '.join(prefix + r for r in required)})")
+    spec = _spec_fields(i, req, prefix, required, optional, text)
+    label = req.get(f"{prefix}name")
+    return (label if isinstance(label, str) and label.strip() else f"custom {kind.upper()}"), spec
+
+
+def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame:
+    """Requests -> canonical rows (gpu, llm, workload, gpu_*, llm_*) ready for features.engineer."""
+    records = requests.to_dict("records") if isinstance(requests, pd.DataFrame) else list(requests)
+    if not records:
+        raise RequestError(None, "-", "no rows: send at least one request")
+    gframe = gpus.to_frame().set_index("key")
+    lframe = llms.to_frame().set_index("key")
+    rows = []
+    for i, req in enumerate(records):
+        if not isinstance(req, Mapping):
+            raise RequestError(i, "-", "each request must be an object of fields")
+        unknown = sorted(set(req) - KNOWN_FIELDS)
+        if unknown:
+            raise RequestError(i, unknown[0], f"unknown field; allowed: {', '.join(sorted(KNOWN_FIELDS))}")
+        scenario = req.get("scenario")
+        if _missing(scenario) or scenario not in SCENARIOS:
+            raise RequestError(i, "scenario", f"{scenario!r} is not one of {', '.join(SCENARIOS)}")
+        gpu_key, gpu_spec = _resolve(i, req, "gpu", gpus, "gpu_", GPU_SPEC_REQUIRED, GPU_SPEC_OPTIONAL, GPU_SPEC_TEXT)
+        llm_key, llm_spec = _resolve(i, req, "llm", llms, "llm_", LLM_CONFIG_REQUIRED, LLM_CONFIG_OPTIONAL, LLM_CONFIG_TEXT)
+        row = {"gpu": gpu_key, "llm": llm_key, "scenario": "offline" if scenario == "offline" else "server"}
+        rate = req.get("request_rate_per_s")
+        if scenario == "offline":
+            if not _missing(rate):
+                raise RequestError(i, "request_rate_per_s", "not used offline (max throughput); leave it out")
+            rate = np.nan
+        elif _missing(rate):
+            if SCENARIOS[scenario] is None:
+                raise RequestError(i, "request_rate_per_s", "required for scenario 'server' (Poisson requests/s)")
+            rate = SCENARIOS[scenario]
+        else:
+            rate = _number(i, "request_rate_per_s", rate, *WORKLOAD_RANGES["request_rate_per_s"])
+        # The models know the paper's two loads as labels; a custom rate maps to the nearer one (log scale).
+        label = scenario if scenario != "server" else ("server_low" if rate < math.sqrt(0.017 * 0.33) else "server_high")
+        row.update(scenario_label=label, request_rate_per_s=rate)
+        for k in ("prompt_tokens", "output_tokens", "n_gpus"):
+            v = req.get(k)
+            v = WORKLOAD_DEFAULTS[k] if _missing(v) else _number(i, k, v, *WORKLOAD_RANGES[k], integer=k == "n_gpus")
+            row[k] = v
+        row["prompt_tokens_mean"], row["output_tokens_mean"] = row.pop("prompt_tokens"), row.pop("output_tokens")
+        for f in GPU_FIELDS:
+            row[f"gpu_{f}"] = gpu_spec.get(f, np.nan) if gpu_spec is not None else gframe.at[gpu_key, f]
+        for f in LLM_FIELDS:
+            if llm_spec is None:
+                row[f"llm_{f}"] = lframe.at[llm_key, f]
+            elif f == "is_moe":
+                row[f"llm_{f}"] = bool(llm_spec["active_params_b"] == llm_spec["active_params_b"]
+                                       and llm_spec["active_params_b"] < llm_spec["total_params_b"])
+            else:
+                row[f"llm_{f}"] = llm_spec.get(f, np.nan)
+        if llm_spec is not None and _missing(row["llm_active_params_b"]):
+            row["llm_active_params_b"] = row["llm_total_params_b"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray) -> pd.DataFrame:
+    """Tokens/s and energy per token from predicted power (per GPU) and ITL.
+
+    offline: tokens/s = 1 / ITL (ITL = duration / all generated tokens), energy/token = power x GPUs x ITL;
+    server:  tokens/s = 1 / ITL per request stream; system tokens/s = rate x output tokens,
+             energy/token = power x GPUs / (rate x output tokens).
+    """
+    offline = rows["scenario"].to_numpy() == "offline"
+    n = rows["n_gpus"].to_numpy(dtype=float)
+    system_tps = np.where(offline, 1.0 / itl_s, rows["request_rate_per_s"] * rows["output_tokens_mean"])
+    return pd.DataFrame({
+        "power_w": power_w,
+        "itl_s": itl_s,
+        "itl_ms": itl_s * 1e3,
+        "tokens_per_s": 1.0 / itl_s,
+        "system_tokens_per_s": system_tps,
+        "energy_per_token_j": power_w * n / system_tps,
+    })
+
+
+@dataclass
+class Predictor:
+    """Fitted power and ITL estimators (natural-unit predictions) with the catalogs they resolve names in."""
+
+    models: dict[str, object]
+    gpus: object
+    llms: object
+    versions: dict[str, str] = field(default_factory=dict)
+    offline_batch: float = 256.0
+
+    def rows(self, requests) -> pd.DataFrame:
+        return engineer(validate(requests, self.gpus, self.llms), offline_batch=self.offline_batch)
+
+    def predict(self, requests) -> pd.DataFrame:
+        rows = self.rows(requests)
+        power = np.asarray(self.models["power"].predict(rows), dtype=float) if "power" in self.models else np.full(len(rows), np.nan)
+        itl = np.asarray(self.models["itl"].predict(rows), dtype=float) if "itl" in self.models else np.full(len(rows), np.nan)
+        out = derived_outputs(rows, power, itl)
+        out.insert(0, "gpu", rows["gpu"].to_numpy())
+        out.insert(1, "llm", rows["llm"].to_numpy())
+        out.insert(2, "scenario", rows["scenario_label"].to_numpy())
+        return out
