@@ -20,7 +20,7 @@ setup: $(BIN)/wattgpu
 	$(BIN)/dvc config --local core.analytics false
 
 data: setup
-	$(BIN)/dvc pull -q
+	$(BIN)/dvc pull -q $(wildcard data/raw/*.dvc)
 
 ## Install, pull the raw data, run the whole pipeline, print the data report and the metrics.
 run: data

@@ -1,0 +1,86 @@
+"""Data tests on the REAL measurement table, built in-process by the ingest stage's `build` from data/raw."""
+
+import numpy as np
+import pytest
+
+from wattgpu import paths
+from wattgpu.catalogs.gpus import load_gpu_catalog
+from wattgpu.catalogs.llms import build_llm_catalog
+from wattgpu.config import load_params
+from wattgpu.sources.schema import ITL_DERIVATIONS, KEY, POWER_DERIVATIONS, QUARANTINE_REASONS, SCENARIOS
+from wattgpu.stages import catalog as catalog_stage
+from wattgpu.stages import ingest
+
+pytestmark = pytest.mark.data
+
+
+@pytest.fixture(scope="module")
+def built(root, raw_dir, tmp_path_factory):
+    llms, _ = build_llm_catalog(root / catalog_stage.CONFIG_TABLE, root / paths.LLM_CONFIG_DIR, root / catalog_stage.PUBLISHED)
+    # ingest.build reads the LLM catalog table the catalog stage writes; write it into a scratch root.
+    scratch = tmp_path_factory.mktemp("root")
+    (scratch / paths.LLM_CATALOG_TABLE).parent.mkdir(parents=True)
+    llms.to_frame().to_csv(scratch / paths.LLM_CATALOG_TABLE, index=False)
+    (scratch / paths.CATALOG_DIR).mkdir(parents=True)
+    (scratch / paths.GPU_CATALOG).write_text((root / paths.GPU_CATALOG).read_text())
+    (scratch / "data" / "raw").symlink_to(raw_dir)
+    params = load_params(root / "params.yaml").ingest
+    table, quarantine, report = ingest.build(scratch, params)
+    return table, quarantine, report
+
+
+def test_every_wattcounts_row_is_kept_or_accounted_for(built):
+    table, quarantine, report = built
+    wc = report["sources"]["wattcounts_processed"]
+    assert wc["raw_rows"] == 4798 and wc["accounted_for"]
+    kept = table[table.source == "wattcounts_processed"]
+    assert kept["gpu"].nunique() == 8
+    assert kept["llm"].nunique() == 49
+    assert kept.loc[~kept.is_moe, "llm"].nunique() == 42
+    assert all(s["accounted_for"] for s in report["sources"].values())
+
+
+def test_keys_unique_and_targets_present_or_explained(built):
+    table, quarantine, _ = built
+    assert not table.duplicated(list(KEY)).any()
+    assert (table["power_w_per_gpu"].notna() | table["itl_s"].notna()).all()
+    empty_itl = table["itl_s"].isna()
+    assert (table.loc[empty_itl, "itl_missing_reason"] != "").all()
+    assert (table.loc[~empty_itl, "itl_missing_reason"] == "").all()
+    assert set(quarantine["reason"]) <= set(QUARANTINE_REASONS)
+
+
+def test_units_in_range_and_labels_known(built, root):
+    table, _, _ = built
+    gpus = load_gpu_catalog(root / paths.GPU_CATALOG)
+    tdp = table["gpu"].map(lambda k: gpus.get(k).tdp_w)
+    power = table["power_w_per_gpu"].dropna()
+    assert power.between(5, 1000).all()
+    assert (power / tdp[power.index]).between(0.02, 1.3).all()
+    assert table["itl_s"].dropna().between(1e-6, 20).all()
+    assert (table["output_tokens_mean"] > 0).all()
+    assert (table["throughput_tok_s"].dropna() > 0).all()
+    assert set(table["scenario"]) <= set(SCENARIOS)
+    assert set(table["itl_derivation"]) <= set(ITL_DERIVATIONS)
+    with_power = table["power_w_per_gpu"].notna()
+    assert set(table.loc[with_power, "power_derivation"]) <= set(POWER_DERIVATIONS)
+    assert (table.loc[~with_power, "power_derivation"] == "").all()
+
+
+def test_every_gpu_and_llm_resolves(built, root):
+    table, _, _ = built
+    gpus = load_gpu_catalog(root / paths.GPU_CATALOG)
+    for key in table["gpu"].unique():
+        assert gpus.resolve(key) == key
+
+
+def test_wattcounts_server_itl_includes_ttft_and_one_token_rows_keep_power(built):
+    table, _, _ = built
+    wc = table[table.source == "wattcounts_processed"]
+    server = wc[wc.scenario == "server"]
+    assert set(server["itl_derivation"]) == {"server_e2e_per_token_incl_ttft"}
+    one_token = server[server["output_tokens_mean"] < 2]
+    assert len(one_token) == 50
+    assert one_token["itl_s"].isna().all() and one_token["power_w_per_gpu"].notna().all()
+    offline = wc[wc.scenario == "offline"]
+    assert np.allclose(offline["itl_s"], 1 / offline["throughput_tok_s"])
