@@ -6,16 +6,16 @@ Names are matched case- and whitespace-insensitively, so "h100 nvl" finds "NVIDI
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from wattgpu import paths
-from wattgpu.errors import CatalogError, UnknownNameError
+from wattgpu.catalogs.base import NamedCatalog, normalize_name  # noqa: F401 (re-exported)
+from wattgpu.errors import CatalogError
 
 FormFactor = Literal["SXM", "PCIe", "OAM", "superchip"]
 _LIST_FIELDS = ("aliases", "source_urls")
@@ -110,69 +110,11 @@ class GpuSpec(BaseModel):
         return d
 
 
-def normalize_name(name: str) -> str:
-    """Matching form of a name: case-folded, all whitespace removed."""
-    return "".join(str(name).split()).casefold()
+class GpuCatalog(NamedCatalog[GpuSpec]):
+    """An immutable, ordered set of `GpuSpec`s with a case- and whitespace-insensitive key-and-alias index."""
 
-
-class GpuCatalog:
-    """An immutable, ordered set of `GpuSpec`s with a case- and whitespace-insensitive name index."""
-
-    def __init__(self, specs: Iterable[GpuSpec]):
-        self._specs: tuple[GpuSpec, ...] = tuple(specs)
-        self._by_key: dict[str, GpuSpec] = {}
-        self._index: dict[str, str] = {}  # normalized name -> key
-        for spec in self._specs:
-            if spec.key in self._by_key:
-                raise CatalogError(spec.key, "key", "another entry already has this key")
-            for i, name in enumerate(spec.names):
-                norm = normalize_name(name)
-                owner = self._index.get(norm)
-                if owner is not None and owner != spec.key:
-                    field = "key" if i == 0 else "aliases"
-                    raise CatalogError(spec.key, field, f"name {name!r} is already used by entry {owner!r}")
-                self._index[norm] = spec.key
-            self._by_key[spec.key] = spec
-
-    @property
-    def keys(self) -> list[str]:
-        return [s.key for s in self._specs]
-
-    def __len__(self) -> int:
-        return len(self._specs)
-
-    def __iter__(self) -> Iterator[GpuSpec]:
-        return iter(self._specs)
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and normalize_name(name) in self._index
-
-    def _known_names(self) -> list[str]:
-        return [n for s in self._specs for n in s.names]
-
-    def resolve(self, name: str) -> str:
-        """The key of the entry whose key or alias matches `name`."""
-        key = self._index.get(normalize_name(name)) if isinstance(name, str) else None
-        if key is None:
-            raise UnknownNameError("GPU", name, self._known_names())
-        return key
-
-    def get(self, name: str) -> GpuSpec:
-        return self._by_key[self.resolve(name)]
-
-    def with_spec(self, spec: GpuSpec) -> GpuCatalog:
-        """A new catalog with `spec` appended (its key and aliases must be new)."""
-        return GpuCatalog((*self._specs, spec))
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per GPU, one column per field; list fields joined with "; "."""
-        rows = []
-        for spec in self._specs:
-            row = spec.model_dump()
-            for f in _LIST_FIELDS:
-                row[f] = "; ".join(row[f])
-            rows.append(row)
-        return pd.DataFrame(rows, columns=list(GpuSpec.model_fields))
+    kind = "GPU"
+    list_fields = _LIST_FIELDS
 
 
 def parse_gpu_catalog(doc: Any, source: str = "GPU catalog") -> GpuCatalog:

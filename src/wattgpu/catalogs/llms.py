@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from wattgpu import paths
-from wattgpu.catalogs.gpus import normalize_name  # one matching rule for every catalog
+from wattgpu.catalogs.base import NamedCatalog, normalize_name  # one matching rule for every catalog
 from wattgpu.errors import CatalogError, UnknownNameError
 
 TABLE_SOURCE = "wattgpu-catalogs/model_features.csv"
@@ -581,53 +581,10 @@ def _display_path(path: Path) -> str:
 # the catalog
 
 
-class LlmCatalog:
+class LlmCatalog(NamedCatalog[LlmSpec]):
     """An immutable, ordered set of `LlmSpec`s with a case- and whitespace-insensitive key-and-alias index."""
 
-    def __init__(self, specs: Iterable[LlmSpec]):
-        self._specs: tuple[LlmSpec, ...] = tuple(specs)
-        self._by_key: dict[str, LlmSpec] = {}
-        self._index: dict[str, str] = {}  # normalized name -> key
-        for spec in self._specs:
-            for i, name in enumerate(spec.names):
-                owner = self._index.get(normalize_name(name))
-                if owner is not None and (owner != spec.key or i == 0):
-                    raise CatalogError(spec.key, "key" if i == 0 else "aliases",
-                                       f"name {name!r} is already used by entry {owner!r}")
-                self._index[normalize_name(name)] = spec.key
-            self._by_key[spec.key] = spec
-
-    @property
-    def keys(self) -> list[str]:
-        return [s.key for s in self._specs]
-
-    def __len__(self) -> int:
-        return len(self._specs)
-
-    def __iter__(self) -> Iterator[LlmSpec]:
-        return iter(self._specs)
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and normalize_name(name) in self._index
-
-    def resolve(self, name: str) -> str:
-        """The key of the entry whose key or alias matches `name` (case-insensitive)."""
-        key = self._index.get(normalize_name(name)) if isinstance(name, str) else None
-        if key is None:
-            raise UnknownNameError("LLM", name, [n for s in self._specs for n in s.names])
-        return key
-
-    def get(self, name: str) -> LlmSpec:
-        return self._by_key[self.resolve(name)]
-
-    def with_spec(self, spec: LlmSpec) -> LlmCatalog:
-        """A new catalog with `spec` appended (its key and aliases must be new)."""
-        return LlmCatalog((*self._specs, spec))
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per LLM, one column per field; aliases joined with "; "."""
-        rows = [{**s.model_dump(), "aliases": "; ".join(s.aliases)} for s in self._specs]
-        return pd.DataFrame(rows, columns=list(LlmSpec.model_fields))
+    kind = "LLM"
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame) -> LlmCatalog:
