@@ -24,6 +24,14 @@ NUMERIC = [
     "throughput_tokens_per_second",
 ]
 SCENARIO_LABELS = ("offline", "server_low", "server_high")
+# What every Watt Counts run shares, in either layout: one GPU, 16-bit weights, vLLM.
+RUN_CONSTANTS = {
+    "n_gpus": 1,
+    "precision": "16bit",
+    "engine": "vllm",
+    "engine_version": "",
+    "workload": "watt-counts prompts, output capped at 256 tokens",
+}
 
 
 def read_wattcounts_processed(raw_dir: Path) -> pd.DataFrame:
@@ -50,11 +58,7 @@ def to_tidy(df: pd.DataFrame) -> pd.DataFrame:
             "replicate_id": order.groupby(config).rank(method="first").astype(int) - 1,
             "raw_gpu_name": df["gpu_type"],
             "raw_llm_name": df["model"],
-            "n_gpus": 1,
-            "precision": "16bit",
-            "engine": "vllm",
-            "engine_version": "",
-            "workload": "watt-counts prompts, output capped at 256 tokens",
+            **RUN_CONSTANTS,
             "scenario": np.where(offline, "offline", "server"),
             "scenario_label": df["scenario"],
             "request_rate_per_s": df["lambda_qps"].where(~offline),

@@ -25,6 +25,7 @@ import pandas as pd
 from wattgpu.errors import RawDataError
 from wattgpu.sources.rawio import read_csv_checked
 from wattgpu.sources.schema import RAW_COLUMNS, conform
+from wattgpu.sources.wattcounts import RUN_CONSTANTS
 
 SOURCE = "wattcounts_original"
 FILE = "watt_counts_subset.csv"
@@ -44,7 +45,6 @@ TTFT, E2E, TOKENS, PROMPTS = (
 # The paper's notebook splits the two Poisson loads (0.017/s and 0.33/s) at 0.2 requests/s.
 SERVER_HIGH_MIN_QPS = 0.2
 # The same configuration key and workload text as the processed copy's adapter, so the two line up.
-WORKLOAD = "watt-counts prompts, output capped at 256 tokens"
 
 
 def read_wattcounts_original(path_or_dir: Path) -> pd.DataFrame:
@@ -88,11 +88,7 @@ def to_tidy(df: pd.DataFrame, lists: Mapping[str, Sequence[np.ndarray]]) -> pd.D
             "replicate_id": config.groupby(config).cumcount(),
             "raw_gpu_name": df["gpu_type"],
             "raw_llm_name": df["model"],
-            "n_gpus": 1,
-            "precision": "16bit",
-            "engine": "vllm",
-            "engine_version": "",
-            "workload": WORKLOAD,
+            **RUN_CONSTANTS,
             "scenario": np.where(server, "server", "offline"),
             "scenario_label": label,
             "request_rate_per_s": df["lambda_qps"].where(server),
