@@ -44,7 +44,7 @@ TTFT, E2E, TOKENS, PROMPTS = (
 )
 # The paper's notebook splits the two Poisson loads (0.017/s and 0.33/s) at 0.2 requests/s.
 SERVER_HIGH_MIN_QPS = 0.2
-# The same configuration key and workload text as the processed copy's adapter, so the two line up.
+
 
 
 def read_wattcounts_original(path_or_dir: Path) -> pd.DataFrame:
