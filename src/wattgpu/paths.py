@@ -23,6 +23,7 @@ RAW_DIR = Path("data/raw")
 CATALOG_DIR = Path("data/catalogs")
 GPU_CATALOG = CATALOG_DIR / "gpus.yaml"
 LLM_CONFIG_DIR = CATALOG_DIR / "llm_configs"
+GPU_IDLE_POWER = CATALOG_DIR / "gpu_idle_power.yaml"  # measured; only the paper replica uses it
 PROCESSED_DIR = Path("data/processed")
 LLM_CATALOG_TABLE = PROCESSED_DIR / "llm_catalog.csv"
 MEASUREMENTS = PROCESSED_DIR / "measurements.csv"

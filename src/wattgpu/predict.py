@@ -7,10 +7,15 @@ A request is a mapping (one row of a frame) with:
 - `scenario`: offline | server_low | server_high | server (server needs `request_rate_per_s`);
 - optional workload: `request_rate_per_s`, `prompt_tokens`, `output_tokens`, `n_gpus` (defaults: WORKLOAD_DEFAULTS).
 Pure functions; every error names the row, the field and what is allowed.
+
+A field is absent when it is left out, null (None), NaN or blank text: a DataFrame (and a CSV read into one)
+marks an absent cell with NaN, so NaN cannot mean anything else. An absent field takes its default; where it
+is required, the error names it as "missing (or NaN)".
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -61,8 +66,19 @@ class RequestError(WattgpuError, ValueError):
         super().__init__(f"{where}field {field!r}: {problem}")
 
 
+def _is_na(v) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and math.isnan(v))
+
+
 def _missing(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and not v.strip())
+    """Not given: None, NaN or blank text."""
+    return _is_na(v) or (isinstance(v, str) and not v.strip())
+
+
+def _records(requests: pd.DataFrame | Iterable[Mapping]) -> list:
+    """Request mappings without their absent (None / NaN) fields, so that a frame's row names only what it gives."""
+    records = requests.to_dict("records") if isinstance(requests, pd.DataFrame) else list(requests)
+    return [{k: v for k, v in r.items() if not _is_na(v)} if isinstance(r, Mapping) else r for r in records]
 
 
 def _number(i: int, name: str, v, lo: float, hi: float, integer: bool = False) -> float:
@@ -86,7 +102,7 @@ def _spec_fields(i, req, prefix, required, optional, text):
         if k in given:
             out[k] = _number(i, f"{prefix}{k}", given[k], lo, hi)
         elif k in required:
-            raise RequestError(i, f"{prefix}{k}", "required when no catalog name is given "
+            raise RequestError(i, f"{prefix}{k}", "missing (or NaN), and required when no catalog name is given "
                                f"(needs {', '.join(prefix + r for r in required)})")
         else:
             out[k] = np.nan
@@ -109,7 +125,8 @@ def _resolve(i, req, kind, catalog, prefix, required, optional, text):
         if not isinstance(name, str):
             raise RequestError(i, kind, f"must be a catalog name (text), got {type(name).__name__}")
         if spec_given:
-            raise RequestError(i, kind, f"give either a catalog name or {prefix}* spec fields, not both")
+            first = next(f"{prefix}{k}" for k in [*required, *optional] if not _missing(req.get(f"{prefix}{k}")))
+            raise RequestError(i, first, f"give either {kind!r} (a catalog name) or {prefix}* spec fields, not both")
         try:
             key = catalog.resolve(name)
         except UnknownNameError as exc:
@@ -120,25 +137,39 @@ def _resolve(i, req, kind, catalog, prefix, required, optional, text):
                            f"({', '.join(prefix + r for r in required)})")
     spec = _spec_fields(i, req, prefix, required, optional, text)
     label = req.get(f"{prefix}name")
-    return (label if isinstance(label, str) and label.strip() else f"custom {kind.upper()}"), spec
+    if not _missing(label) and not isinstance(label, str):
+        raise RequestError(i, f"{prefix}name", f"must be text, got {type(label).__name__}")
+    if not _missing(label) and label in catalog:
+        # A spec'd entry must not pass for a catalog one (outputs and catalog look-ups go by this name).
+        raise RequestError(i, f"{prefix}name", f"{label!r} is a catalog {kind.upper()}: send {kind!r} instead, "
+                           "or choose another label")
+    return (label.strip() if not _missing(label) else f"custom {kind.upper()}"), spec
+
+
+def _catalog_field(catalog, key: str, field: str):
+    value = getattr(catalog.get(key), field)
+    return np.nan if value is None else value
 
 
 def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame:
     """Requests -> canonical rows (gpu, llm, workload, gpu_*, llm_*) ready for features.engineer."""
-    records = requests.to_dict("records") if isinstance(requests, pd.DataFrame) else list(requests)
+    records = _records(requests)
     if not records:
-        raise RequestError(None, "-", "no rows: send at least one request")
-    gframe = gpus.to_frame().set_index("key")
-    lframe = llms.to_frame().set_index("key")
+        raise RequestError(None, "requests", "no rows: send at least one request")
     rows = []
     for i, req in enumerate(records):
         if not isinstance(req, Mapping):
             raise RequestError(i, "-", "each request must be an object of fields")
-        unknown = sorted(set(req) - KNOWN_FIELDS)
+        unknown = sorted(set(req) - KNOWN_FIELDS, key=str)
         if unknown:
-            raise RequestError(i, unknown[0], f"unknown field; allowed: {', '.join(sorted(KNOWN_FIELDS))}")
+            name = str(unknown[0])
+            close = difflib.get_close_matches(name, sorted(KNOWN_FIELDS), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise RequestError(i, name, f"unknown field; {hint}allowed: {', '.join(sorted(KNOWN_FIELDS))}")
         scenario = req.get("scenario")
-        if _missing(scenario) or scenario not in SCENARIOS:
+        if _missing(scenario):
+            raise RequestError(i, "scenario", f"missing: one of {', '.join(SCENARIOS)}")
+        if not isinstance(scenario, str) or scenario not in SCENARIOS:
             raise RequestError(i, "scenario", f"{scenario!r} is not one of {', '.join(SCENARIOS)}")
         gpu_key, gpu_spec = _resolve(i, req, "gpu", gpus, "gpu_", GPU_SPEC_REQUIRED, GPU_SPEC_OPTIONAL, GPU_SPEC_TEXT)
         llm_key, llm_spec = _resolve(i, req, "llm", llms, "llm_", LLM_CONFIG_REQUIRED, LLM_CONFIG_OPTIONAL, LLM_CONFIG_TEXT)
@@ -163,10 +194,10 @@ def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame
             row[k] = v
         row["prompt_tokens_mean"], row["output_tokens_mean"] = row.pop("prompt_tokens"), row.pop("output_tokens")
         for f in GPU_FIELDS:
-            row[f"gpu_{f}"] = gpu_spec.get(f, np.nan) if gpu_spec is not None else gframe.at[gpu_key, f]
+            row[f"gpu_{f}"] = gpu_spec.get(f, np.nan) if gpu_spec is not None else _catalog_field(gpus, gpu_key, f)
         for f in LLM_FIELDS:
             if llm_spec is None:
-                row[f"llm_{f}"] = lframe.at[llm_key, f]
+                row[f"llm_{f}"] = _catalog_field(llms, llm_key, f)
             elif f == "is_moe":
                 row[f"llm_{f}"] = bool(llm_spec["active_params_b"] == llm_spec["active_params_b"]
                                        and llm_spec["active_params_b"] < llm_spec["total_params_b"])
@@ -200,16 +231,23 @@ def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray) 
 
 @dataclass
 class Predictor:
-    """Fitted power and ITL estimators (natural-unit predictions) with the catalogs they resolve names in."""
+    """Fitted power and ITL estimators (natural-unit predictions) with the catalogs they resolve names in.
+
+    `idle_power_w` (catalog GPU key -> measured idle W) feeds the paper replica's idle-power feature; a GPU
+    without a measured idle power (any GPU given by spec) gets NaN there, which the model mean-imputes.
+    """
 
     models: dict[str, object]
     gpus: object
     llms: object
     versions: dict[str, str] = field(default_factory=dict)
     offline_batch: float = 256.0
+    idle_power_w: Mapping[str, float] = field(default_factory=dict)
 
     def rows(self, requests) -> pd.DataFrame:
-        return engineer(validate(requests, self.gpus, self.llms), offline_batch=self.offline_batch)
+        rows = validate(requests, self.gpus, self.llms)
+        rows["gpu_idle_power_w"] = rows["gpu"].map(dict(self.idle_power_w)).astype(float)
+        return engineer(rows, offline_batch=self.offline_batch)
 
     def predict(self, requests) -> pd.DataFrame:
         rows = self.rows(requests)

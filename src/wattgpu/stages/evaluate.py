@@ -10,10 +10,9 @@ import argparse
 import time
 
 import pandas as pd
-import yaml
-
 from wattgpu import paths, plots, tracking
 from wattgpu.catalogs.gpus import load_gpu_catalog
+from wattgpu.catalogs.idle_power import load_idle_power
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import load_params
 from wattgpu.evaluation import baselines, metrics
@@ -23,13 +22,7 @@ from wattgpu.evaluation.runner import (
 from wattgpu.io import read_table, write_csv, write_json
 from wattgpu.modeling.replica import paper_model
 
-IDLE_POWER = paths.CATALOG_DIR / "gpu_idle_power.yaml"
 OUT_DIR = paths.REPORTS_DIR / "evaluate"
-
-
-def load_idle_power(path, gpus) -> dict[str, float]:
-    raw = yaml.safe_load(path.read_text())["idle_power_w"]
-    return {gpus.resolve(name): float(w) for name, w in raw.items()}
 
 
 def run(regime_name: str) -> dict:
@@ -42,7 +35,7 @@ def run(regime_name: str) -> dict:
     table = read_table(paths.resolve(paths.MEASUREMENTS, root))
     rows = prepare_rows(
         table, gpus, llms, source=ev.source, dense_only=ev.replica.dense_only,
-        idle_power_w=load_idle_power(paths.resolve(IDLE_POWER, root), gpus), offline_batch=ev.roofline_offline_batch,
+        idle_power_w=load_idle_power(paths.resolve(paths.GPU_IDLE_POWER, root), gpus), offline_batch=ev.roofline_offline_batch,
     )
 
     parts, importances, timings = [], {}, {}

@@ -1,0 +1,181 @@
+"""The paper's case study: one LLM in the server scenarios, each GPU's measured power and ITL beside predictions
+from a model that never saw that GPU (leave-one-GPU-out), and whether the paper's two claims hold on our data.
+
+Predictions come from the LOGO folds of the `evaluate` stage (`paper_replica`) and, when the search stage has
+written them, from its nested LOGO folds. Energy per token at server load = power / (request rate x output
+tokens per request), so at equal load the ratio of two GPUs' energies is the ratio of their powers; offline,
+energy per token = power x ITL (ITL there is the measurement's duration over all generated tokens).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from wattgpu import paths
+
+# LOGO predictions (the evaluate stage's layout: one row per measurement row, target and model), best first.
+PREDICTION_FILES = (
+    paths.REPORTS_DIR / "search" / "logo" / "predictions.csv",
+    paths.REPORTS_DIR / "evaluate" / "logo" / "predictions.csv",
+)
+BASELINE_MODELS = frozenset({"tdp", "load_scaled_tdp", "roofline"})  # split-invariant: not a held-out prediction
+SERVER_SCENARIOS = ("server_low", "server_high")
+DEFAULT_LLM = "meta-llama/Llama-3.1-8B-Instruct"
+PAPER_GPUS = {"slow": "NVIDIA L4", "big": "NVIDIA H100 NVL", "small": "NVIDIA A30"}  # the paper's example
+PAPER_POWER_GAP = 0.40  # "an H100 draws over 40 % more power than an A30"
+
+
+PREDICTION_COLUMNS = ["source", "config_id", "replicate_id", "gpu", "llm", "scenario_label", "target", "model",
+                      "y_true", "y_pred"]  # the evaluate stage's layout (evaluation.runner.prediction_frame)
+
+
+def load_logo_predictions(root: Path | None = None) -> pd.DataFrame:
+    """Every learned model's LOGO predictions found under reports/ (baselines left out); empty if none.
+    A file in another layout is skipped with a note on stderr."""
+    frames = []
+    for rel in PREDICTION_FILES:
+        path = paths.resolve(rel, root)
+        if not path.exists():
+            continue
+        frame = pd.read_csv(path)
+        missing = [c for c in PREDICTION_COLUMNS if c not in frame.columns]
+        if missing:
+            print(f"note: {rel} skipped: no column {missing[0]!r}", file=sys.stderr)
+            continue
+        frames.append(frame[~frame["model"].isin(BASELINE_MODELS)][PREDICTION_COLUMNS].assign(origin=rel.as_posix()))
+    if not frames:
+        return pd.DataFrame(columns=[*PREDICTION_COLUMNS, "origin"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def case_table(pred: pd.DataFrame, measurements: pd.DataFrame, llm: str, max_itl_ms: float,
+               scenarios: tuple[str, ...] = SERVER_SCENARIOS) -> pd.DataFrame:
+    """Per (model, scenario, GPU): measured and predicted power, ITL and energy per token, means over replicates.
+
+    `measurements` supplies each row's request rate and output tokens (joined on source, config_id, replicate_id).
+    """
+    d = pred[(pred["llm"] == llm) & pred["scenario_label"].isin(scenarios)]
+    if d.empty:
+        return pd.DataFrame()
+    keys = ["source", "config_id", "replicate_id"]
+    wide = d.pivot_table(index=["model", "scenario_label", "gpu", *keys], columns="target",
+                         values=["y_true", "y_pred"], aggfunc="first")
+    wide.columns = [f"{t}_{v}" for v, t in wide.columns]
+    load = measurements[[*keys, "request_rate_per_s", "output_tokens_mean"]].drop_duplicates(keys)
+    wide = wide.reset_index().merge(load, on=keys, how="left", validate="many_to_one")
+    # Energy per generated token (J): server = W / (requests/s x tokens/request); offline = W x ITL (s per token).
+    offline = wide["scenario_label"].eq("offline")
+    tokens_per_s = wide["request_rate_per_s"] * wide["output_tokens_mean"]
+    for kind in ("true", "pred"):
+        power, itl = wide.get(f"power_y_{kind}", np.nan), wide.get(f"itl_y_{kind}", np.nan)
+        wide[f"energy_y_{kind}"] = np.where(offline, power * itl, power / tokens_per_s)
+    cols = {"power_y_true": "power_measured_w", "power_y_pred": "power_predicted_w",
+            "itl_y_true": "itl_measured_ms", "itl_y_pred": "itl_predicted_ms",
+            "energy_y_true": "energy_measured_j", "energy_y_pred": "energy_predicted_j"}
+    present = [c for c in cols if c in wide.columns]
+    out = (wide.groupby(["model", "scenario_label", "gpu"])[present].mean().rename(columns=cols).reset_index()
+           .rename(columns={"scenario_label": "scenario"}))
+    for c in ("itl_measured_ms", "itl_predicted_ms"):
+        if c in out:
+            out[c] *= 1e3  # s -> ms
+    for t in ("power", "itl"):
+        if f"{t}_measured_{'w' if t == 'power' else 'ms'}" in out:
+            unit = "w" if t == "power" else "ms"
+            out[f"{t}_error_pct"] = 100 * (out[f"{t}_predicted_{unit}"] / out[f"{t}_measured_{unit}"] - 1)
+    if "itl_measured_ms" in out:
+        # Offline "ITL" is duration / all generated tokens (an inverse throughput), not a per-stream latency.
+        server = out["scenario"].ne("offline")
+        for kind in ("measured", "predicted"):
+            meets = out[f"itl_{kind}_ms"] <= max_itl_ms
+            out[f"meets_{kind}"] = meets.astype(object).where(server, None)
+    order = {s: i for i, s in enumerate(scenarios)}
+    out["_s"] = out["scenario"].map(order)
+    return out.sort_values(["model", "_s", "power_measured_w"]).drop(columns="_s").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claim: str
+    measured: str
+    predicted: str
+    verdict: str  # claims: "holds" / "does not hold" on the measured data; picks: "agree" / "differ"
+
+
+def _row(table: pd.DataFrame, gpu: str, scenario: str) -> pd.Series | None:
+    r = table[(table["gpu"] == gpu) & (table["scenario"] == scenario)]
+    return r.iloc[0] if len(r) else None
+
+
+def _pick(table: pd.DataFrame, scenario: str, kind: str) -> str:
+    """The least-energy GPU meeting the target by measured or predicted figures."""
+    s = table[(table["scenario"] == scenario) & table[f"meets_{kind}"].eq(True)]
+    if s.empty:
+        return "none"
+    col = "energy_measured_j" if kind == "measured" else "energy_predicted_j"
+    return str(s.sort_values(col).iloc[0]["gpu"])
+
+
+def _holds(ok) -> str:
+    return "holds" if bool(ok) else "does not hold"
+
+
+def verdicts(table: pd.DataFrame, max_itl_ms: float) -> list[Verdict]:
+    """The paper's claims checked on one model's case table: L4 too slow at low load; H100 NVL vs A30 power;
+    and, per scenario, the least-energy GPU meeting the target by measured and by predicted figures."""
+    out = []
+    l4 = _row(table, PAPER_GPUS["slow"], "server_low")
+    if l4 is not None:
+        out.append(Verdict(
+            f"L4 misses the {max_itl_ms:g} ms ITL target at low load",
+            f"{l4['itl_measured_ms']:.1f} ms", f"{l4['itl_predicted_ms']:.1f} ms",
+            _holds(l4["itl_measured_ms"] > max_itl_ms)))
+    for scen in SERVER_SCENARIOS:
+        big, small = _row(table, PAPER_GPUS["big"], scen), _row(table, PAPER_GPUS["small"], scen)
+        if big is None or small is None:
+            continue
+        meas = big["power_measured_w"] / small["power_measured_w"] - 1
+        pred = big["power_predicted_w"] / small["power_predicted_w"] - 1
+        out.append(Verdict(
+            f"{scen}: H100 NVL draws > {100 * PAPER_POWER_GAP:.0f} % more power (and energy per token) than an A30 "
+            f"that meets {max_itl_ms:g} ms",
+            f"{100 * meas:+.0f} % (A30 ITL {small['itl_measured_ms']:.1f} ms)",
+            f"{100 * pred:+.0f} % (A30 ITL {small['itl_predicted_ms']:.1f} ms)",
+            _holds(meas > PAPER_POWER_GAP and small["itl_measured_ms"] <= max_itl_ms)))
+    for scen in SERVER_SCENARIOS:
+        if (table["scenario"] == scen).any():
+            m, p = _pick(table, scen, "measured"), _pick(table, scen, "predicted")
+            out.append(Verdict(f"{scen}: least-energy GPU meeting {max_itl_ms:g} ms", m, p,
+                               "agree" if m == p else "differ"))
+    return out
+
+
+def _fmt(v, spec: str) -> str:
+    return "–" if v is None or (isinstance(v, float) and np.isnan(v)) else format(v, spec)
+
+
+def to_markdown(table: pd.DataFrame, max_itl_ms: float) -> str:
+    """One markdown table per model: the case-study rows and the verdicts under it."""
+    parts = []
+    for model, t in table.groupby("model", sort=False):
+        lines = [f"**{model}** (LOGO: each GPU predicted by a model trained without it)", "",
+                 ("| GPU | scenario | power meas. (W) | power pred. (W) | err | ITL meas. (ms) | ITL pred. (ms) | err "
+                  f"| J/token meas. | J/token pred. | ≤ {max_itl_ms:g} ms meas. / pred. |"),
+                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|"]
+        yes = {True: "yes", False: "no"}
+        for _, r in t.iterrows():
+            lines.append(
+                f"| {r['gpu']} | {r['scenario']} | {_fmt(r['power_measured_w'], '.0f')} | "
+                f"{_fmt(r['power_predicted_w'], '.0f')} | {_fmt(r['power_error_pct'], '+.0f')} % | "
+                f"{_fmt(r['itl_measured_ms'], '.1f')} | {_fmt(r['itl_predicted_ms'], '.1f')} | "
+                f"{_fmt(r['itl_error_pct'], '+.0f')} % | {_fmt(r['energy_measured_j'], '.2f')} | "
+                f"{_fmt(r['energy_predicted_j'], '.2f')} | {yes[bool(r['meets_measured'])]} / "
+                f"{yes[bool(r['meets_predicted'])]} |")
+        lines += ["", "| check | measured | predicted | verdict |", "|---|---|---|:---:|"]
+        lines += [f"| {v.claim} | {v.measured} | {v.predicted} | {v.verdict} |" for v in verdicts(t, max_itl_ms)]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"

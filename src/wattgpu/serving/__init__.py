@@ -1,0 +1,1 @@
+"""Serving: the MLflow pyfunc model that answers prediction requests (`mlflow models serve`)."""

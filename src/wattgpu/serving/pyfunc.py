@@ -1,0 +1,131 @@
+"""The MLflow pyfunc model: one target's model folder behind `mlflow models serve`.
+
+Requests are validated here, by `wattgpu.predict.validate`, not by MLflow's signature enforcement: that one
+drops unknown columns silently (a typo such as `prompt_token` would get the default), lets text through
+where a number belongs, and reports a missing column with the whole frame and schema in the message. So
+the logged signature declares the outputs only; the request fields are documented in the MLmodel file
+(`metadata.request_fields`) and by the input example. A bad request raises `MlflowException` with
+INVALID_PARAMETER_VALUE, which the scoring server answers with HTTP 400 and a JSON body holding
+`error_code`, `message`, `field`, `row` and `detail`, never a stack trace; any other failure is logged on
+the server and answered with a 500 that carries no trace either.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from importlib.metadata import version as package_version
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+from mlflow.exceptions import MlflowException
+from mlflow.models import ModelSignature
+from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
+from mlflow.types.schema import ColSpec, Schema
+
+from wattgpu import predict
+from wattgpu.model_store import load_predictor
+
+_logger = logging.getLogger(__name__)
+
+OUTPUT = {"power": "power_w", "itl": "itl_s"}  # the served column per target, unit in its name
+MODEL_CODE = Path(__file__).with_name("model_code.py")
+
+
+class WattgpuModel(mlflow.pyfunc.PythonModel):
+    """Predict one target (`power` or `itl`) for request rows; the target comes from `model_config`."""
+
+    def __init__(self, target: str | None = None):
+        self.target = target
+
+    def load_context(self, context) -> None:
+        target = self.target or (context.model_config or {}).get("target")
+        if target not in OUTPUT:
+            raise MlflowException(f"model_config.target must be one of {sorted(OUTPUT)}, got {target!r}")
+        self.target = target
+        folder = context.artifacts["model_dir"]
+        self.predictor_ = load_predictor(**{f"{t}_dir": folder if t == target else None for t in OUTPUT})
+
+    # A DataFrame hint: MLflow infers no signature from it (a list-of-model hint would switch serving to the
+    # `inputs`-only format); other inputs are accepted too, see as_requests.
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
+        try:
+            out = self.predictor_.predict(as_requests(model_input))
+        except predict.RequestError as exc:
+            raise request_rejected(exc) from None
+        except Exception:
+            _logger.exception("prediction failed")
+            raise MlflowException("internal error while predicting; the server log has the details",
+                                  error_code=INTERNAL_ERROR) from None
+        return out[["gpu", "llm", "scenario", OUTPUT[self.target]]]
+
+
+def as_requests(model_input):
+    """A frame or a list of request mappings; one mapping (the `inputs` format with scalars) is one request."""
+    if isinstance(model_input, pd.DataFrame | list):
+        return model_input
+    if isinstance(model_input, Mapping):
+        return [model_input]
+    raise predict.RequestError(None, "-", "send `dataframe_records`: a list of request objects")
+
+
+def request_rejected(exc: predict.RequestError) -> MlflowException:
+    """HTTP 400 with the field and row as their own JSON keys (the scoring server prefixes `message` with
+    the input frame; `detail` keeps our sentence alone)."""
+    return MlflowException(str(exc), error_code=INVALID_PARAMETER_VALUE, field=exc.field, row=exc.row,
+                           detail=str(exc))
+
+
+def signature(target: str) -> ModelSignature:
+    """Outputs only: inputs are validated by the model itself (see the module docstring)."""
+    return ModelSignature(outputs=Schema([
+        ColSpec("string", "gpu"), ColSpec("string", "llm"), ColSpec("string", "scenario"),
+        ColSpec("double", OUTPUT[target]),
+    ]))
+
+
+def request_fields() -> dict[str, dict]:
+    """Every request field with its type and allowed range, for the MLmodel file."""
+    def numbers(prefix, ranges, required=()):
+        return {f"{prefix}{k}": {"type": "double", "range": list(r), **({"required_with_specs": True} if k in required else {})}
+                for k, r in ranges.items()}
+
+    return {
+        "scenario": {"type": "string", "required": True, "allowed": list(predict.SCENARIOS)},
+        "gpu": {"type": "string", "note": "catalog name or alias; else give the gpu_* spec fields"},
+        "llm": {"type": "string", "note": "catalog name or alias; else give the llm_* config fields"},
+        **numbers("", predict.WORKLOAD_RANGES),
+        **numbers("gpu_", predict.GPU_SPEC_REQUIRED, predict.GPU_SPEC_REQUIRED),
+        **numbers("gpu_", predict.GPU_SPEC_OPTIONAL),
+        **{f"gpu_{k}": {"type": "string"} for k in (*predict.GPU_SPEC_TEXT, "name")},
+        **numbers("llm_", predict.LLM_CONFIG_REQUIRED, predict.LLM_CONFIG_REQUIRED),
+        **numbers("llm_", predict.LLM_CONFIG_OPTIONAL),
+        **{f"llm_{k}": {"type": "string"} for k in (*predict.LLM_CONFIG_TEXT, "name")},
+    }
+
+
+# The logged input example: one request by catalog names, one for a GPU given by its spec sheet.
+EXAMPLE_REQUESTS = [
+    {"gpu": "NVIDIA H100 NVL", "llm": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "offline"},
+    {"gpu_name": "my accelerator", "gpu_tdp_w": 350.0, "gpu_memory_gb": 48.0, "gpu_memory_bandwidth_gb_s": 864.0,
+     "gpu_fp16_tensor_tflops": 181.0, "gpu_release_year": 2023.0, "llm": "Qwen/Qwen2.5-7B-Instruct",
+     "scenario": "server_high", "output_tokens": 256.0},
+]
+
+
+def log_model(target: str, folder: Path):
+    """Log a model folder as a pyfunc model in the active run (models from code; the folder is an artifact)."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    return mlflow.pyfunc.log_model(
+        name=target,
+        python_model=str(MODEL_CODE),
+        model_config={"target": target},
+        artifacts={"model_dir": str(folder)},
+        signature=signature(target),
+        input_example=pd.DataFrame(EXAMPLE_REQUESTS),
+        metadata={"request_fields": request_fields()},
+        # wattgpu itself must be installed where the model is served (`--env-manager local`).
+        pip_requirements=[f"mlflow=={package_version('mlflow')}", f"wattgpu=={package_version('wattgpu')}"],
+    )

@@ -1,0 +1,94 @@
+"""A real `mlflow models serve` process on 127.0.0.1, for the serving tests and the benchmark.
+
+Started in its own process group (the scoring server runs uvicorn workers as children), it is stopped by
+that group's id: SIGTERM, then SIGKILL if it has not exited within `stop_timeout_s`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`with Server("models:/wattgpu-power@champion", tracking_uri) as srv: srv.post({...})`."""
+
+    def __init__(self, model_uri: str, tracking_uri: str, workers: int = 1, start_timeout_s: float = 90,
+                 stop_timeout_s: float = 10):
+        self.model_uri, self.tracking_uri, self.workers = model_uri, tracking_uri, workers
+        self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.session = requests.Session()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Server:
+        self.port = free_port()
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="wattgpu-serve-", suffix=".log", delete=False)
+        env = {**os.environ, "MLFLOW_TRACKING_URI": self.tracking_uri, "MLFLOW_REGISTRY_URI": self.tracking_uri,
+               "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+        cmd = [str(Path(sys.executable).with_name("mlflow")), "models", "serve", "-m", self.model_uri,
+               "--env-manager", "local", "--host", "127.0.0.1", "-p", str(self.port), "-w", str(self.workers)]
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"`mlflow models serve` exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if self.session.get(f"{self.url}/ping", timeout=1).status_code == 200:
+                    return self
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise TimeoutError(f"no answer on {self.url}/ping within {self.start_timeout_s} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # the group is the server's own: start_new_session=True
+            self.proc.wait(self.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        except ProcessLookupError:
+            pass
+
+    def log_tail(self, n: int = 30) -> str:
+        self.log.flush()
+        return "\n".join(Path(self.log.name).read_text().splitlines()[-n:])
+
+    def post(self, body: dict) -> requests.Response:
+        return self.post_raw(json.dumps(body))
+
+    def post_raw(self, data: str) -> requests.Response:
+        return self.session.post(f"{self.url}/invocations", data=data, timeout=60,
+                                 headers={"Content-Type": "application/json"})
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        self.session.close()
+        self.log.close()
+        Path(self.log.name).unlink(missing_ok=True)

@@ -1,0 +1,149 @@
+"""Stage `register`: retrain each target's winning configuration on all rows, log it as an MLflow pyfunc model,
+register it (`wattgpu-power`, `wattgpu-itl`) and promote it to champion only when it beats the champion.
+
+Reads reports/search/best_<target>.json (the search stage's winner on the primary regime, with its nested
+MdAPE). Until the search stage has written one, the PAPER REPLICA stands in (algorithm "paper_replica"), with
+the `evaluate` stage's figures on `registry.replica_regime`: it is not tuned, so those are honest held-out figures.
+Writes models/<target>/ (model folders) and models/registry.json (version, alias, decision, figures per target).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from wattgpu import paths, registry, tracking
+from wattgpu.catalogs.gpus import load_gpu_catalog
+from wattgpu.catalogs.llms import load_llm_catalog
+from wattgpu.config import Evaluate, Params, Registry, load_params
+from wattgpu.evaluation.runner import ID_COLUMNS, prepare_rows, target_rows
+from wattgpu.io import read_table, write_json
+from wattgpu.model_store import save_model_dir
+from wattgpu.modeling.replica import paper_model
+from wattgpu.modeling.targets import TARGETS
+from wattgpu.serving import pyfunc
+from wattgpu.catalogs.idle_power import load_idle_power
+from wattgpu.stages.evaluate import OUT_DIR as EVALUATE_DIR
+
+MODELS_DIR = Path("models")
+BEST_DIR = paths.REPORTS_DIR / "search"
+DESCRIPTIONS = {
+    "power": "Mean power per GPU (W) of LLM inference on a GPU and an LLM given by catalog name or by spec.",
+    "itl": "Mean inter-token latency (s) of LLM inference on a GPU and an LLM given by catalog name or by spec.",
+}
+
+
+@dataclass
+class Candidate:
+    """An unfitted estimator with what it is and how it scored on the primary regime."""
+
+    estimator: object
+    origin: str  # "search" or "paper_replica fallback"
+    algorithm: str
+    feature_set: str
+    hyperparameters: dict
+    regime: str
+    offline_mdape: float
+    server_mdape: float
+
+
+def candidate(target: str, params: Params, reg: Registry, root) -> Candidate:
+    best_file = paths.resolve(BEST_DIR / f"best_{target}.json", root)
+    if best_file.exists():
+        from wattgpu.search.algorithms import build_estimator
+
+        best = json.loads(best_file.read_text())
+        return Candidate(build_estimator(best, params.base.seed), "search", best["algorithm"], best["feature_set"],
+                         best["hyperparameters"], best["regime"], float(best["nested_mdape"]["offline"]),
+                         float(best["nested_mdape"]["server"]))
+    # Fallback: the paper replica, scored by the evaluate stage on registry.replica_regime.
+    ev = params.evaluate
+    scores = json.loads(paths.resolve(EVALUATE_DIR / reg.replica_regime / "metrics.json", root).read_text())
+    replica = scores["metrics"][target]["paper_replica"]
+    estimator = paper_model(target, ev.replica, params.base.seed, ev.n_jobs)
+    return Candidate(estimator, "paper_replica fallback", "paper_replica", estimator.features.name,
+                     getattr(ev.replica, target).model_dump(), reg.replica_regime,
+                     float(replica["offline"]["mdape"]), float(replica["server"]["mdape"]))
+
+
+def run() -> dict:
+    root = paths.project_root()
+    params = load_params(paths.resolve(paths.PARAMS, root))
+    ev, reg = params.evaluate, params.registry or Registry()
+    cats = catalogs(root)
+    rows = training_table(root, ev, cats)
+    training = {"source": ev.source, "dense_only": ev.replica.dense_only, "seed": params.base.seed,
+                "offline_batch": ev.roofline_offline_batch}
+
+    mlflow = tracking.setup("wattgpu-register", root)
+    summary = {}
+    with mlflow.start_run(run_name="register"):
+        mlflow.set_tags({"stage": "register", "git_commit": tracking.git_commit(root),
+                         "data_md5": tracking.file_md5(paths.resolve(paths.MEASUREMENTS, root))})
+        mlflow.log_params({**training, **{f"registry.{k}": v for k, v in reg.model_dump().items()}})
+        for target in params.base.targets:
+            cand = candidate(target, params, reg, root)
+            summary[target] = s = publish(target, target_rows(rows, target), cand, reg,
+                                          paths.resolve(MODELS_DIR / target, root), cats, training)
+            print(f"register {target}: {s['name']} v{s['version']} ({cand.algorithm}, {cand.origin}) -> "
+                  f"{s['decision']}: {s['reason']}")
+    write_json(paths.resolve(MODELS_DIR / "registry.json", root), summary)
+    return summary
+
+
+@dataclass(frozen=True)
+class Catalogs:
+    """What a model folder carries besides the estimator: the catalogs names resolve in, measured idle W."""
+
+    gpus_file: Path
+    llms_file: Path
+    gpus: object
+    llms: object
+    idle_power_w: dict[str, float]
+
+
+def catalogs(root: Path) -> Catalogs:
+    gpus_file, llms_file = paths.resolve(paths.GPU_CATALOG, root), paths.resolve(paths.LLM_CATALOG_TABLE, root)
+    gpus = load_gpu_catalog(gpus_file)
+    return Catalogs(gpus_file, llms_file, gpus, load_llm_catalog(llms_file),
+                    load_idle_power(paths.resolve(paths.GPU_IDLE_POWER, root), gpus))
+
+
+def training_table(root: Path, ev: Evaluate, cats: Catalogs) -> pd.DataFrame:
+    """Every row of the evaluation's source (and dense filter) with specs and features; see target_rows."""
+    return prepare_rows(read_table(paths.resolve(paths.MEASUREMENTS, root)), cats.gpus, cats.llms, source=ev.source,
+                        dense_only=ev.replica.dense_only, idle_power_w=cats.idle_power_w,
+                        offline_batch=ev.roofline_offline_batch)
+
+
+def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, folder: Path, catalogs: Catalogs,
+            training: dict) -> dict:
+    """Fit `cand` on every row, write the model folder, log it as a pyfunc model (a nested run), register it."""
+    import mlflow
+
+    figures = registry.Figures(cand.regime, cand.offline_mdape, cand.server_mdape,
+                               registry.rows_md5(rows[[*ID_COLUMNS, TARGETS[target].column]]))
+    meta = {"target": target, "unit": TARGETS[target].unit, "origin": cand.origin, "algorithm": cand.algorithm,
+            "feature_set": cand.feature_set, "hyperparameters": cand.hyperparameters, **training,
+            "training_rows": len(rows), "evaluation": figures.summary()}
+    save_model_dir(folder, cand.estimator.fit(rows), catalogs.gpus_file, catalogs.llms_file, meta, catalogs.idle_power_w)
+    with mlflow.start_run(run_name=f"register-{target}", nested=True):
+        mlflow.log_params({k: meta[k] for k in ("target", "origin", "algorithm", "feature_set", "training_rows")})
+        mlflow.log_params({f"hp.{k}": v for k, v in cand.hyperparameters.items()})
+        mlflow.log_metrics({k: v for k, v in figures.summary().items() if isinstance(v, float)})
+        info = pyfunc.log_model(target, folder)
+    return registry.register_version(
+        mlflow.MlflowClient(), reg.names[target], info.model_uri, figures, reg,
+        tags={"algorithm": cand.algorithm, "origin": cand.origin, "feature_set": cand.feature_set},
+        model_description=DESCRIPTIONS[target])
+
+
+def main() -> None:
+    run()
+
+
+if __name__ == "__main__":
+    main()

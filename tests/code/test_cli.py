@@ -1,0 +1,310 @@
+"""The `wattgpu` CLI end to end through typer's CliRunner: predict, recommend, casestudy, catalog add, errors.
+
+Models: a small model folder fitted once per session on the real measurement rows (the paper replica's
+XGBoost on its ITL features; power without the idle-power feature, which only measured GPUs have).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from wattgpu import paths
+from wattgpu.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+MEASURED_GPUS = "H100 NVL,H200,L40S,A100-SXM4-40GB,V100-SXM2-32GB,A30,L4,T4"
+LLAMA_31_8B_CONFIG = {  # meta-llama/Llama-3.1-8B-Instruct config.json (public), the fields that matter
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+runner = CliRunner()
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory) -> Path:
+    """power/ and itl/ model folders fitted on the real Watt Counts rows (small forests: seconds)."""
+    measurements = ROOT / paths.MEASUREMENTS
+    if not measurements.exists() or not (ROOT / paths.LLM_CATALOG_TABLE).exists():
+        pytest.skip("no measurement table: run `dvc repro catalog ingest`")
+    from wattgpu.catalogs.gpus import load_gpu_catalog
+    from wattgpu.catalogs.llms import load_llm_catalog
+    from wattgpu.config import XgbParams
+    from wattgpu.evaluation.runner import prepare_rows, target_rows
+    from wattgpu.features import PAPER_ITL, PAPER_POWER, FeatureSet
+    from wattgpu.io import read_table
+    from wattgpu.model_store import save_model_dir
+    from wattgpu.modeling.estimator import TargetRegressor
+    from wattgpu.modeling.replica import xgb
+    from wattgpu.modeling.targets import TARGETS
+
+    gpus_file, llms_file = ROOT / paths.GPU_CATALOG, ROOT / paths.LLM_CATALOG_TABLE
+    rows = prepare_rows(read_table(measurements), load_gpu_catalog(gpus_file), load_llm_catalog(llms_file),
+                        source="wattcounts_processed", dense_only=True)
+    power = FeatureSet("power_no_idle", tuple(c for c in PAPER_POWER.numeric if c != "idle_power_ratio"),
+                       PAPER_POWER.categorical)
+    out = tmp_path_factory.mktemp("models")
+    for target, features in (("power", power), ("itl", PAPER_ITL)):
+        est = TargetRegressor(features, TARGETS[target], xgb(XgbParams(max_depth=5, n_estimators=60), 42, 2))
+        save_model_dir(out / target, est.fit(target_rows(rows, target)), gpus_file, llms_file,
+                       {"target": target, "version": f"test-{target}-1"})
+    return out
+
+
+@pytest.fixture()
+def env(models_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("WATTGPU_MODELS", str(models_dir))
+    monkeypatch.setenv("WATTGPU_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("WATTGPU_ROOT", str(ROOT))
+    monkeypatch.setenv("COLUMNS", "200")
+    return tmp_path
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def assert_clean_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    text = result.stderr if result.stderr else result.output
+    assert "error:" in text or "Error" in text
+    for f in fragments:
+        assert f in text, text
+
+
+def gpu_spec_yaml(tmp_path: Path, **override) -> Path:
+    """The catalog's L4 entry as a stand-alone spec file under another name."""
+    entry = next(e for e in yaml.safe_load((ROOT / paths.GPU_CATALOG).read_text())["gpus"] if e["key"] == "NVIDIA L4")
+    entry = {**entry, "key": "My L4-like card", "aliases": [], **override}
+    path = tmp_path / "gpu.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in entry.items() if v is not None or k in override}))
+    return path
+
+
+def llm_config_json(tmp_path: Path, **override) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA_31_8B_CONFIG, **override}))
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ predict
+
+
+def test_predict_gpu_by_spec_yaml_and_llm_by_config_json(env):
+    res = run("predict", "--gpu-spec", str(gpu_spec_yaml(env)), "--llm-config", str(llm_config_json(env)),
+              "--scenario", "server_high", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    p = out["prediction"]
+    assert p["gpu"] == "My L4-like card" and 20 < p["power_w"] < 75  # an L4 is a 72 W card
+    assert p["itl_ms"] > 0 and p["tokens_per_s"] == pytest.approx(1000 / p["itl_ms"])
+    # server: energy per token = W / (rate x output tokens)
+    assert p["energy_per_token_j"] == pytest.approx(p["power_w"] / (0.33 * 220))
+    assert out["models"] == {"power": "test-power-1", "itl": "test-itl-1"}
+    assert out["request"]["gpu_tdp_w"] == 72.0 and out["request"]["llm_num_layers"] == 32
+
+
+def test_spec_gpu_predicts_like_the_same_catalog_gpu(env):
+    by_spec = json.loads(run("predict", "--gpu-spec", str(gpu_spec_yaml(env)), "--llm", LLAMA,
+                             "--scenario", "server_low", "--json").stdout)["prediction"]
+    by_name = json.loads(run("predict", "--gpu", "L4", "--llm", LLAMA, "--scenario", "server_low",
+                             "--json").stdout)["prediction"]
+    assert by_spec["power_w"] == pytest.approx(by_name["power_w"])
+    assert by_spec["itl_ms"] == pytest.approx(by_name["itl_ms"])
+
+
+def test_predict_text_output_names_units_and_model_versions(env):
+    res = run("predict", "--gpu", "a30", "--llm", LLAMA, "--scenario", "offline", "--gpus-per-replica", "1")
+    assert res.exit_code == 0, res.output
+    for fragment in ("NVIDIA A30", "W per GPU", "ms", "tokens/s", "J per generated token", "test-power-1", "fits:"):
+        assert fragment in res.stdout
+
+
+def test_predict_cache_gives_the_same_answer(env):
+    args = ("predict", "--gpu", "H200", "--llm", LLAMA, "--scenario", "server_high", "--json")
+    first, second = run(*args), run(*args)
+    assert list((env / "cache").glob("predictions-*.json"))
+    assert json.loads(first.stdout)["prediction"] == json.loads(second.stdout)["prediction"]
+    fresh = json.loads(run(*args, "--no-cache").stdout)["prediction"]
+    assert fresh["power_w"] == pytest.approx(json.loads(first.stdout)["prediction"]["power_w"])
+
+
+def test_batch_predict_writes_one_row_per_request(env):
+    rows = pd.DataFrame({"gpu": ["A30", "H100 NVL", "L4"], "llm": [LLAMA] * 3,
+                         "scenario": ["server_low", "offline", "server"], "request_rate_per_s": [None, None, 1.0]})
+    src, dst = env / "in.csv", env / "out" / "preds.csv"
+    rows.to_csv(src, index=False)
+    res = run("predict", "--input", str(src), "--output", str(dst))
+    assert res.exit_code == 0, res.output
+    out = pd.read_csv(dst)
+    assert len(out) == 3 and list(out["resolved_gpu"]) == ["NVIDIA A30", "NVIDIA H100 NVL", "NVIDIA L4"]
+    assert out["power_w"].gt(0).all() and out["itl_ms"].gt(0).all() and set(out["model_power"]) == {"test-power-1"}
+
+
+def test_batch_error_names_the_row_and_field(env):
+    src = env / "in.csv"
+    pd.DataFrame({"gpu": ["A30", "A30"], "llm": [LLAMA, LLAMA], "scenario": ["offline", "peak"]}).to_csv(src, index=False)
+    assert_clean_error(run("predict", "--input", str(src), "--output", str(env / "o.csv")), "row 1", "scenario")
+
+
+# ------------------------------------------------------------------------------------------------ recommend
+
+
+def test_recommend_json_over_the_measured_gpus(env):
+    res = run("recommend", "--llm", LLAMA, "--scenario", "server_high", "--max-itl-ms", "25", "--gpus",
+              MEASURED_GPUS, "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    ranked = [r["gpu"] for r in out["ranking"]]
+    excluded = {r["gpu"]: r for r in out["excluded"]}
+    assert len(ranked) + len(excluded) == 8
+    assert out["pick"] == ranked[0]
+    assert excluded["Tesla T4"]["status"] == "does not fit" and "14.4 GB usable" in excluded["Tesla T4"]["reason"]
+    assert excluded["NVIDIA L4"]["status"] == "too slow"  # ~60 ms measured at server_high
+    energies = [r["energy_per_token_j"] for r in out["ranking"]]
+    assert energies == sorted(energies)
+    assert all(r["itl_ms"] <= 25 for r in out["ranking"])
+    assert "90 %" in out["memory_rule"] and out["models"]["itl"] == "test-itl-1"
+
+
+def test_recommend_text_states_the_pick_and_the_rule(env):
+    res = run("recommend", "--llm", LLAMA, "--scenario", "server_low", "--max-itl-ms", "25")
+    assert res.exit_code == 0, res.output
+    assert "Pick:" in res.stdout and "memory rule" in res.stdout and "does not fit" in res.stdout
+
+
+def test_recommend_for_an_llm_given_by_config(env):
+    res = run("recommend", "--llm-config", str(llm_config_json(env)), "--scenario", "offline", "--max-itl-ms", "1",
+              "--gpus", "A30,H200", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["pick"] in ("NVIDIA A30", "NVIDIA H200")
+
+
+def test_recommend_more_gpus_per_replica_lets_a_big_model_fit(env):
+    args = ("recommend", "--llm", "meta-llama/Meta-Llama-3.1-70B-Instruct", "--scenario", "server_high",
+            "--max-itl-ms", "200", "--gpus", "H100 NVL", "--json")
+    one = json.loads(run(*args).stdout)
+    two = json.loads(run(*args, "--gpus-per-replica", "2").stdout)
+    assert one["pick"] is None and one["excluded"][0]["status"] == "does not fit"
+    assert two["excluded"] == [] or two["excluded"][0]["status"] != "does not fit"
+
+
+# ------------------------------------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (("predict", "--gpu", "H10O", "--llm", LLAMA, "--scenario", "offline"), ("unknown GPU", "did you mean")),
+    (("predict", "--gpu", "A30", "--llm", "llama-3.1-8b", "--scenario", "offline"), ("unknown LLM",)),
+    (("predict", "--gpu", "A30", "--llm", LLAMA, "--scenario", "peak"), ("scenario", "offline")),
+    (("predict", "--gpu", "A30", "--llm", LLAMA, "--scenario", "server"), ("request_rate_per_s",)),
+    (("predict", "--gpu", "A30", "--gpu-spec", "x.yaml", "--llm", LLAMA, "--scenario", "offline"), ("--gpu",)),
+    (("recommend", "--llm", LLAMA, "--scenario", "server_high", "--max-itl-ms", "25", "--gpus", "A30,B300"),
+     ("unknown GPU 'B300'",)),
+    (("recommend", "--llm", LLAMA, "--scenario", "server_high", "--max-itl-ms", "-1"), ("positive",)),
+])
+def test_expected_errors_are_clean(env, args, fragments):
+    (env / "x.yaml").write_text("tdp_w: 1\n")
+    assert_clean_error(run(*args), *fragments)
+
+
+def test_spec_file_errors_name_the_field(env):
+    no_tdp = gpu_spec_yaml(env, tdp_w=None)
+    assert_clean_error(run("predict", "--gpu-spec", str(no_tdp), "--llm", LLAMA, "--scenario", "offline"), "tdp_w")
+    typo = env / "typo.yaml"
+    typo.write_text(gpu_spec_yaml(env).read_text() + "bandwith_gb_s: 300\n")
+    assert_clean_error(run("predict", "--gpu-spec", str(typo), "--llm", LLAMA, "--scenario", "offline"), "bandwith_gb_s")
+    bad_cfg = llm_config_json(env, num_hidden_layers="many")
+    assert_clean_error(run("predict", "--gpu", "A30", "--llm-config", str(bad_cfg), "--scenario", "offline"),
+                       "config.json", "num_layers", "many")
+
+
+def test_missing_models_is_a_clean_error(env, monkeypatch):
+    monkeypatch.setenv("WATTGPU_MODELS", str(env / "nowhere"))
+    assert_clean_error(run("recommend", "--llm", LLAMA, "--scenario", "offline", "--max-itl-ms", "1"), "dvc repro")
+
+
+# ------------------------------------------------------------------------------------------------ catalog
+
+
+@pytest.fixture()
+def project(tmp_path, monkeypatch) -> Path:
+    """A tmp project root holding copies of the catalogs."""
+    for rel in (paths.GPU_CATALOG, paths.LLM_CATALOG_TABLE):
+        if (ROOT / rel).exists():
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / rel, tmp_path / rel)
+    (tmp_path / paths.LLM_CONFIG_DIR).mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("WATTGPU_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def test_add_gpu_appends_a_validated_entry_and_keeps_comments(project):
+    from wattgpu.catalogs.gpus import load_gpu_catalog
+
+    before = (project / paths.GPU_CATALOG).read_text()
+    spec = gpu_spec_yaml(project, key="ACME X1", display_name="ACME X1 24 GB")
+    res = run("catalog", "add-gpu", str(spec))
+    assert res.exit_code == 0, res.output
+    assert "dvc repro" in res.stdout
+    after = (project / paths.GPU_CATALOG).read_text()
+    assert after.startswith(before)  # appended: every comment survives
+    cat = load_gpu_catalog(project / paths.GPU_CATALOG)
+    assert cat.keys[-1] == "ACME X1" and cat.get("ACME X1").tdp_w == 72.0
+
+
+def test_add_gpu_rejects_duplicates_and_bad_fields_leaving_the_file(project):
+    before = (project / paths.GPU_CATALOG).read_text()
+    assert_clean_error(run("catalog", "add-gpu", str(gpu_spec_yaml(project, key="NVIDIA L4"))), "key")
+    assert_clean_error(run("catalog", "add-gpu", str(gpu_spec_yaml(project, key="ACME X2", tdp_w=-5.0))), "tdp_w")
+    assert_clean_error(run("catalog", "add-gpu", str(gpu_spec_yaml(project, key="ACME X3", aliases=["A30"]))), "aliases")
+    assert (project / paths.GPU_CATALOG).read_text() == before
+
+
+def test_added_gpu_is_predicted_from_its_spec(project, models_dir, monkeypatch):
+    monkeypatch.setenv("WATTGPU_MODELS", str(models_dir))
+    monkeypatch.setenv("WATTGPU_CACHE", str(project / "cache"))
+    assert run("catalog", "add-gpu", str(gpu_spec_yaml(project, key="ACME X1"))).exit_code == 0
+    res = run("predict", "--gpu", "acme x1", "--llm", LLAMA, "--scenario", "server_low", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["prediction"]["gpu"] == "ACME X1"
+
+
+def test_add_llm_copies_a_validated_config(project):
+    cfg = llm_config_json(project, _name_or_path="acme/llama-clone-8b")
+    res = run("catalog", "add-llm", str(cfg))
+    assert res.exit_code == 0, res.output
+    dest = project / paths.LLM_CONFIG_DIR / "acme--llama-clone-8b.json"
+    assert json.loads(dest.read_text())["num_hidden_layers"] == 32 and "8.03 B" in res.stdout
+    assert_clean_error(run("catalog", "add-llm", str(cfg)), "already in the catalog")
+    assert_clean_error(run("catalog", "add-llm", str(llm_config_json(project)), "--name", "no-org"), "org/model")
+    bad = llm_config_json(project, num_hidden_layers=0)
+    assert_clean_error(run("catalog", "add-llm", str(bad), "--name", "acme/broken"), "num_layers")
+    assert not (project / paths.LLM_CONFIG_DIR / "acme--broken.json").exists()
+
+
+def test_catalog_list_and_show_still_work(env):
+    assert "NVIDIA A30" in run("catalog", "list", "gpus").stdout
+    shown = run("catalog", "show", "a30", "--json")
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["memory_gb"] == 24.0
+
+
+# ------------------------------------------------------------------------------------------------ case study
+
+
+def test_casestudy_markdown(env):
+    if not (ROOT / "reports/evaluate/logo/predictions.csv").exists():
+        pytest.skip("no LOGO predictions: run `dvc repro evaluate@logo`")
+    res = run("casestudy", "--llm", LLAMA, "--markdown")
+    assert res.exit_code == 0, res.output
+    assert "| NVIDIA L4 | server_low |" in res.stdout and "paper_replica" in res.stdout
+    assert "least-energy GPU meeting 25 ms" in res.stdout

@@ -1,0 +1,85 @@
+"""A real `mlflow models serve` on 127.0.0.1 answering the registered champion: good requests get 200 and W,
+bad ones a clean 400 that names the field. The server is stopped by its process group in every case."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from wattgpu import tracking
+from wattgpu.config import Registry, Replica, XgbParams
+from wattgpu.serving.server import Server
+
+pytestmark = pytest.mark.slow
+
+H100 = {"gpu": "NVIDIA H100 NVL", "llm": "meta-llama/Llama-3.1-8B-Instruct"}
+SPEC = {"gpu_tdp_w": 350, "gpu_memory_gb": 48, "gpu_memory_bandwidth_gb_s": 864, "gpu_fp16_tensor_tflops": 181,
+        "gpu_release_year": 2023, "llm": "Qwen/Qwen2.5-7B-Instruct"}
+BAD = {  # name: (body, the field the answer must name)
+    "unknown GPU without specs": ({**H100, "gpu": "RTX 9999", "scenario": "offline"}, "gpu"),
+    "no GPU and no specs": ({"llm": H100["llm"], "scenario": "offline"}, "gpu"),
+    "no scenario": (H100, "scenario"),
+    "extra field": ({**H100, "scenario": "offline", "prompt_token": 100}, "prompt_token"),
+    "wrong type": ({**SPEC, "gpu_tdp_w": "abc", "scenario": "offline"}, "gpu_tdp_w"),
+    "NaN": ({**SPEC, "gpu_tdp_w": math.nan, "scenario": "offline"}, "gpu_tdp_w"),
+    "negative": ({**H100, "scenario": "server_low", "prompt_tokens": -5}, "prompt_tokens"),
+    "absurd": ({**SPEC, "gpu_tdp_w": 1e9, "scenario": "offline"}, "gpu_tdp_w"),
+    "unknown scenario": ({**H100, "scenario": "batch"}, "scenario"),
+}
+
+
+@pytest.fixture(scope="module")
+def server(root, tmp_path_factory):
+    from wattgpu.evaluation.runner import target_rows
+    from wattgpu.config import load_params
+    from wattgpu.modeling.replica import paper_model
+    from wattgpu.stages.register import Candidate, catalogs, publish, training_table
+
+    if not (root / "data/processed/measurements.csv").exists():
+        pytest.skip("data/processed/measurements.csv missing: run `dvc repro ingest`")
+    tmp = tmp_path_factory.mktemp("serving")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WATTGPU_MLRUNS", str(tmp / "mlruns"))
+    try:
+        tracking.setup("wattgpu-test")
+        table = training_table(root, load_params(root / "params.yaml").evaluate, catalogs(root))
+        rows = target_rows(table, "power").groupby("gpu").head(30).reset_index(drop=True)
+        replica = Replica(power=XgbParams(max_depth=3, n_estimators=20))
+        cand = Candidate(paper_model("power", replica, seed=0, n_jobs=1), "test", "paper_replica", "paper_power",
+                         {}, "logo", 5.0, 15.0)
+        publish("power", rows, cand, Registry(), tmp / "power", catalogs(root), {})
+        with Server("models:/wattgpu-power@champion", tracking.tracking_uri()) as srv:
+            yield srv
+    finally:
+        mp.undo()
+
+
+def post(server, body):
+    return server.post({"dataframe_records": body} if isinstance(body, list) else body)
+
+
+def test_a_good_request_gets_200_and_a_plausible_power(server):
+    r = post(server, [{**H100, "scenario": "offline"}, {**SPEC, "scenario": "server_high"}])
+    assert r.status_code == 200, r.text
+    preds = r.json()["predictions"]
+    assert [p["gpu"] for p in preds] == ["NVIDIA H100 NVL", "custom GPU"]
+    assert 40 <= preds[0]["power_w"] <= 400 * 1.3 and 35 <= preds[1]["power_w"] <= 350 * 1.3
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_request_gets_a_clean_400_naming_the_field(server, case):
+    body, field = BAD[case]
+    r = post(server, [body])
+    assert r.status_code == 400, r.text
+    answer = r.json()
+    assert answer["field"] == field and f"field {field!r}" in answer["detail"]
+    assert "Traceback" not in r.text and "stack_trace" not in answer
+
+
+@pytest.mark.parametrize("raw", ["", "hello", json.dumps({}), json.dumps({"dataframe_records": []}),
+                                 json.dumps({"dataframe_records": [{}]})])
+def test_empty_or_malformed_bodies_get_a_clean_400(server, raw):
+    r = server.post_raw(raw)
+    assert r.status_code == 400 and "Traceback" not in r.text and "stack_trace" not in r.json()
