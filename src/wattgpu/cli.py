@@ -8,9 +8,7 @@ that `wattgpu recommend` answers in well under two seconds once its predictions 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import typer
 
 from wattgpu import paths
 from wattgpu.errors import WattgpuError
+from wattgpu.prediction_cache import TARGET_DIRS, PredictionCache, predict_cached
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0],
                   pretty_exceptions_show_locals=False)
@@ -26,11 +25,9 @@ catalog_app = typer.Typer(no_args_is_help=True, help="GPU and LLM catalogs: list
 app.add_typer(catalog_app, name="catalog")
 
 MODELS_DIR = Path("models")  # the registered champions: models/power/ and models/itl/ (register stage)
-TARGET_DIRS = ("power", "itl")
 STANDARD_SCENARIOS = ("offline", "server_low", "server_high")
 NEAR_TARGET = 0.10  # close call: predicted ITL this near the target (when meta.json has no LOGO server MdAPE)
 CATALOG_ONLY_FIELDS = ("key", "display_name", "aliases", "source_urls", "source_url", "notes")
-CACHE_MAX_ENTRIES = 50_000
 
 
 def fail(message: str) -> None:
@@ -296,94 +293,6 @@ def _llm_choice(llm: str | None, llm_config: Path | None, model_llms, project_ll
         return resolve_llm(llm, model_llms, project_llms)
     _, _, spec = read_llm_config(llm_config)
     return llm_fields(spec), spec, f"config file {llm_config}"
-
-
-# ---------------------------------------------------------------------------------------------------------
-# predictions, cached per model version so that repeated planner queries skip loading the models
-
-
-def _cache_dir() -> Path:
-    env = os.environ.get("WATTGPU_CACHE")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wattgpu"
-
-
-def _fingerprint(folder: Path) -> str:
-    """Hash of every model file and of the code that turns requests into features."""
-    h = hashlib.sha256()
-    for t in TARGET_DIRS:
-        for f in sorted((folder / t).iterdir()):
-            if f.is_file():
-                h.update(f"{t}/{f.name}".encode())
-                h.update(f.read_bytes())
-    for module in ("predict.py", "features.py"):
-        h.update((Path(__file__).parent / module).read_bytes())
-    return h.hexdigest()[:20]
-
-
-def _request_key(req: dict[str, Any]) -> str:
-    return json.dumps(req, sort_keys=True, default=str)
-
-
-class PredictionCache:
-    """Predictions keyed by request, in one JSON file per model fingerprint under the user's cache folder."""
-
-    def __init__(self, folder: Path, enabled: bool = True):
-        self.folder, self.enabled = folder, enabled
-        self.path = _cache_dir() / f"predictions-{_fingerprint(folder)}.json"
-        self.entries: dict[str, dict] = {}
-        if enabled and self.path.exists():
-            try:
-                self.entries = json.loads(self.path.read_text())
-            except (OSError, json.JSONDecodeError):
-                self.entries = {}
-
-    def missing(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The requests not cached yet, each once."""
-        return list({_request_key(r): r for r in requests if _request_key(r) not in self.entries}.values())
-
-    def fill(self, requests: list[dict[str, Any]], chunk: int = 1024, progress=None) -> None:
-        """Predict the missing requests (loading the models: the slow part) and save them."""
-        todo = self.missing(requests)
-        if not todo:
-            return
-        from wattgpu.model_store import load_predictor
-
-        predictor = load_predictor(self.folder / "power", self.folder / "itl")
-        for start in range(0, len(todo), chunk):
-            part = todo[start:start + chunk]
-            for req, row in zip(part, predictor.predict(part).to_dict("records")):
-                self.entries[_request_key(req)] = row
-            if progress:
-                progress(len(part))
-        if self.enabled:
-            self._save()
-
-    def get(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [self.entries[_request_key(r)] for r in requests]
-
-    def _save(self) -> None:
-        entries = self.entries
-        if len(entries) > CACHE_MAX_ENTRIES:
-            entries = dict(list(entries.items())[-CACHE_MAX_ENTRIES:])
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(entries))
-            tmp.replace(self.path)  # atomic: a concurrent reader sees the old or the new file
-        except OSError:
-            pass  # a read-only home: no cache, same answers
-
-
-def predict_cached(folder: Path, requests: list[dict[str, Any]], use_cache: bool = True,
-                   extra: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Predictions for `requests` (one dict each), from the cache where possible. `extra` requests are predicted
-    alongside on a miss (e.g. the other scenarios of the same query) so that the next query hits."""
-    cache = PredictionCache(folder, use_cache)
-    if cache.missing(requests):
-        cache.fill([*requests, *(extra or [])])
-    return cache.get(requests)
 
 
 def _scenario_variants(req: dict[str, Any]) -> list[dict[str, Any]]:
