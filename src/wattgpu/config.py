@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from wattgpu.errors import WattgpuError
 
@@ -60,12 +60,98 @@ class Evaluate(Strict):
     n_jobs: int = 2
 
 
+class Registry(Strict):
+    """Final models: MLflow registered-model names and the champion/challenger promotion rule."""
+
+    names: dict[Literal["power", "itl"], str] = {"power": "wattgpu-power", "itl": "wattgpu-itl"}
+    # Regime whose `evaluate` figures stand for the paper-replica fallback (used while the search stage has
+    # written no reports/search/best_<target>.json).
+    replica_regime: str = "logo"
+    # A challenger becomes champion when it lowers the mean of offline and server MdAPE by more than this (pp).
+    min_improvement_pp: float = Field(0.0, ge=0)
+    # When the champion's figures come from another evaluation (regime or training rows differ), they cannot be
+    # compared: promote the newest evaluation (true) or keep the champion and flag it (false).
+    promote_if_not_comparable: bool = True
+
+
+class SearchProfile(Strict):
+    """How much searching: one switch in params.yaml (`search.profile`) picks one of these."""
+
+    n_trials: int = Field(6, ge=1)  # Optuna trials per (target, algorithm, outer fold) study
+    inner_folds: int = Field(3, ge=0)  # inner CV folds; 0 = one per group (the regime's own leave-one-out)
+    max_pairs: int | None = Field(8, ge=1)  # lopo: seeded sample of outer (GPU, LLM) pairs; None = all
+
+
+class Hyperparameter(Strict):
+    """One dimension of a search space, in Optuna's terms (suggest_int / suggest_float / suggest_categorical)."""
+
+    type: Literal["int", "float", "categorical"]
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+    choices: tuple[str | bool | int | float, ...] | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> Hyperparameter:
+        if self.type == "categorical":
+            if not self.choices:
+                raise ValueError("a categorical hyperparameter needs `choices`")
+        elif self.low is None or self.high is None or not self.low < self.high:
+            raise ValueError(f"an {self.type} hyperparameter needs low < high")
+        return self
+
+
+class AlgorithmSpace(Strict):
+    """An algorithm's feature sets, its search space and known-good first trials (enqueued before TPE samples)."""
+
+    feature_sets: tuple[Literal["paper", "physics", "physics_core"], ...] = ("physics",)
+    space: dict[str, Hyperparameter]
+    first_trials: tuple[dict[str, Any], ...] = ()
+
+    @model_validator(mode="after")
+    def _first_trials_in_space(self) -> AlgorithmSpace:
+        allowed = set(self.space) | ({"feature_set"} if len(self.feature_sets) > 1 else set())
+        for trial in self.first_trials:
+            if set(trial) != allowed:
+                raise ValueError(f"first trial {trial} must set exactly {sorted(allowed)}")
+        return self
+
+
+AlgorithmName = Literal["xgboost", "lightgbm", "extra_trees", "spline_ridge", "knn", "physics"]
+
+
+class Search(Strict):
+    """Nested Optuna search over algorithms and hyperparameters under each CV regime (stage `search`)."""
+
+    profile: str = "small"
+    profiles: dict[str, SearchProfile]
+    primary_regime: str = "logo"  # the regime whose winner is written to reports/search/best_<target>.json
+    regimes: dict[str, Regime]
+    algorithms: dict[AlgorithmName, AlgorithmSpace]
+    pruner_startup_trials: int = Field(2, ge=0)  # MedianPruner: trials that run every inner fold before pruning
+    n_workers: int = Field(2, ge=1)  # processes, one (target, algorithm) study sequence each
+    n_jobs: int = Field(1, ge=1)  # threads per model fit (fixed: results do not depend on scheduling)
+
+    @model_validator(mode="after")
+    def _known_names(self) -> Search:
+        if self.profile not in self.profiles:
+            raise ValueError(f"profile {self.profile!r} is not one of {sorted(self.profiles)}")
+        if self.primary_regime not in self.regimes:
+            raise ValueError(f"primary_regime {self.primary_regime!r} is not one of {sorted(self.regimes)}")
+        return self
+
+    @property
+    def active(self) -> SearchProfile:
+        return self.profiles[self.profile]
+
+
 class Params(Strict):
     base: Base = Base()
     ingest: Ingest = Ingest()
     evaluate: Evaluate | None = None
-    search: dict[str, Any] | None = None
-    registry: dict[str, Any] | None = None
+    search: Search | None = None
+    registry: Registry | None = None
     serve: dict[str, Any] | None = None
 
 

@@ -1,0 +1,367 @@
+"""Nested evaluation: per outer fold, an Optuna study on the outer-training rows only picks the hyperparameters
+(and, across algorithms, the algorithm); the reported error comes from the outer-test rows alone.
+
+The inner CV is grouped the way the outer regime groups its test rows, so tuning rewards what the regime
+measures: leave-GPU-group-out inside LOGO, leave-LLM-group-out inside LOLO, and inside LOPO "block" folds that
+hold out a group of GPUs crossed with a (smaller) group of LLMs and train on rows with neither (a new GPU and a
+new LLM at once; group k-fold on pairs would let both into inner training and reward interpolation).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import KFold
+
+from wattgpu.config import AlgorithmSpace, Regime
+from wattgpu.evaluation.cv import Fold, folds
+from wattgpu.modeling.targets import TARGETS
+from wattgpu.search.algorithms import make_estimator, suggest
+from wattgpu.search.leaderboard import SELECTION
+
+FAILED_SCORE = 1e6  # a trial whose predictions are not finite scores this (worse than any real MdAPE)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# folds
+
+
+def _chunks(keys: np.ndarray, n_splits: int, seed: int) -> list[np.ndarray]:
+    """Distinct keys shuffled (seeded) into n_splits groups; 0 or too many splits: one group per key."""
+    unique = np.array(sorted(pd.unique(keys)), dtype=object)
+    if n_splits <= 0 or n_splits >= len(unique):
+        return [np.array([k], dtype=object) for k in unique]
+    order = np.random.default_rng(seed).permutation(len(unique))
+    return [unique[np.sort(part)] for part in np.array_split(order, n_splits)]
+
+
+def inner_folds(rows: pd.DataFrame, regime: Regime, n_splits: int, seed: int) -> list[Fold]:
+    """Folds of (outer-training) `rows`, positions relative to `rows`, grouped as `regime` groups test rows."""
+    gpu, llm = rows["gpu"].to_numpy(dtype=object), rows["llm"].to_numpy(dtype=object)
+    out: list[Fold] = []
+    if regime.kind in ("logo", "lolo"):
+        keys = gpu if regime.kind == "logo" else llm
+        for i, group in enumerate(_chunks(keys, n_splits, seed)):
+            test = np.isin(keys, group)
+            out.append(Fold(f"inner{i}", np.flatnonzero(~test), np.flatnonzero(test)))
+    elif regime.kind == "lopo":
+        # k GPU groups, each crossed with one of 2k LLM groups: a fold trains on (1 - 1/k)(1 - 1/2k) of the rows
+        # (56 % for k = 3), nearer the outer LOPO fold (which holds out one GPU and one LLM) than k x k blocks.
+        gpu_groups = _chunks(gpu, n_splits, seed)
+        llm_groups = _chunks(llm, 2 * len(gpu_groups), seed + 1)
+        for i, (gs, ls) in enumerate(zip(gpu_groups, llm_groups)):
+            in_g, in_l = np.isin(gpu, gs), np.isin(llm, ls)
+            out.append(Fold(f"inner{i}", np.flatnonzero(~in_g & ~in_l), np.flatnonzero(in_g & in_l)))
+    elif regime.kind == "group_kfold":
+        pair = rows["gpu"].astype(str).to_numpy() + "|" + rows["llm"].astype(str).to_numpy()
+        for i, group in enumerate(_chunks(pair, n_splits or regime.n_splits, seed)):
+            test = np.isin(pair, group)
+            out.append(Fold(f"inner{i}", np.flatnonzero(~test), np.flatnonzero(test)))
+    elif regime.kind == "row_kfold":
+        kf = KFold(n_splits=n_splits or regime.n_splits, shuffle=True, random_state=seed)
+        out = [Fold(f"inner{i}", tr, te) for i, (tr, te) in enumerate(kf.split(np.arange(len(rows))))]
+    else:
+        raise ValueError(f"unknown regime kind {regime.kind!r}")
+    return [f for f in out if len(f.train) and len(f.test)]
+
+
+@dataclass(frozen=True)
+class OuterPlan:
+    """One outer fold and its inner folds, every index a position in the full row frame."""
+
+    outer: Fold
+    inner: tuple[Fold, ...]
+
+
+def nested_plan(rows: pd.DataFrame, regime: Regime, inner_splits: int, seed: int) -> list[OuterPlan]:
+    """Outer folds of the regime; inner folds built from each outer fold's training rows only."""
+    plans = []
+    for outer in folds(rows, regime, seed):
+        if not len(outer.train):
+            continue
+        local = inner_folds(rows.iloc[outer.train], regime, inner_splits, seed)
+        inner = tuple(Fold(f.name, outer.train[f.train], outer.train[f.test]) for f in local)
+        plans.append(OuterPlan(outer, inner))
+    return plans
+
+
+def all_rows_plan(rows: pd.DataFrame, regime: Regime, inner_splits: int, seed: int) -> OuterPlan:
+    """The final selection: every row is training, the regime's inner CV scores the trials, nothing is held out."""
+    everything = np.arange(len(rows))
+    inner = tuple(inner_folds(rows, regime, inner_splits, seed))
+    return OuterPlan(Fold("all", everything, np.array([], dtype=int)), inner)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the objective
+
+
+def score(y_true: np.ndarray, y_pred: np.ndarray, scenario_label: np.ndarray) -> float:
+    """Geometric mean of the offline and the server MdAPE (%), so that a relative gain counts the same in both."""
+    y_true, y_pred = np.asarray(y_true, dtype=float), np.asarray(y_pred, dtype=float)
+    ape = np.abs(y_pred - y_true) / np.abs(y_true) * 100
+    ape = np.where(np.isfinite(ape), ape, FAILED_SCORE)
+    offline = np.asarray(scenario_label) == "offline"
+    parts = [float(np.median(ape[m])) for m in (offline, ~offline) if m.any()]
+    if not parts:
+        return FAILED_SCORE
+    return float(math.exp(np.mean(np.log(np.maximum(parts, 1e-9)))))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every study of one stage run shares."""
+
+    seed: int
+    n_trials: int
+    n_jobs: int = 1
+    pruner_startup_trials: int = 2
+    offline_batch: float = 256.0
+    load_rho: tuple[tuple[str, float], ...] = ()
+
+
+class Objective:
+    """Mean inner-fold score of one trial's estimator; reports after each fold so MedianPruner can stop it."""
+
+    def __init__(self, rows: pd.DataFrame, inner: tuple[Fold, ...], target: str, algorithm: str,
+                 space: AlgorithmSpace, settings: Settings):
+        self.rows, self.inner, self.target, self.algorithm = rows, inner, target, algorithm
+        self.space, self.settings = space, settings
+        self.y = rows[TARGETS[target].column].to_numpy(dtype=float)
+        self.labels = rows["scenario_label"].to_numpy()
+
+    def estimator(self, feature_set: str, hp: dict):
+        s = self.settings
+        return make_estimator(self.algorithm, self.target, feature_set, hp, seed=s.seed, n_jobs=s.n_jobs,
+                              offline_batch=s.offline_batch, load_rho=dict(s.load_rho))
+
+    def __call__(self, trial) -> float:
+        import optuna
+
+        feature_set, hp = suggest(trial, self.space)
+        scores = []
+        for step, fold in enumerate(self.inner):
+            model = self.estimator(feature_set, hp).fit(self.rows.iloc[fold.train])
+            with np.errstate(over="ignore", invalid="ignore"):
+                pred = model.predict(self.rows.iloc[fold.test])
+            scores.append(score(self.y[fold.test], pred, self.labels[fold.test]))
+            trial.report(float(np.mean(scores)), step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return float(np.mean(scores))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# studies
+
+
+@dataclass(frozen=True)
+class StudyTask:
+    """One (target, algorithm) over every outer fold of a plan: one worker's unit of work."""
+
+    rows: pd.DataFrame
+    plans: tuple[OuterPlan, ...]
+    target: str
+    algorithm: str
+    space: AlgorithmSpace
+    settings: Settings
+    storage: Path  # sqlite file
+    fingerprint: str  # configuration + data + code; a changed one starts fresh studies
+
+
+@dataclass
+class FoldOutcome:
+    fold: str
+    feature_set: str
+    hyperparameters: dict
+    inner_score: float
+    test: np.ndarray  # positions in the task's rows
+    y_pred: np.ndarray
+    trials: list[dict] = field(default_factory=list)
+
+
+def study_name(task: StudyTask, fold: str) -> str:
+    return f"{task.target}|{task.algorithm}|{fold}|{task.fingerprint}"
+
+
+def sampler_seed(seed: int, name: str) -> int:
+    return (seed + zlib.crc32(name.encode())) % 2**31
+
+
+def run_study(task: StudyTask, plan: OuterPlan, progress=None):
+    """Create or resume (same name, same storage) the study of one outer fold; top it up to n_trials."""
+    import optuna
+
+    s = task.settings
+    name = study_name(task, plan.outer.name)
+    # Seeded by what the study is, not by its fingerprint: an unrelated edit does not reshuffle every study.
+    seed = sampler_seed(s.seed, f"{task.target}|{task.algorithm}|{plan.outer.name}")
+    study = optuna.create_study(
+        study_name=name, storage=f"sqlite:///{task.storage}", load_if_exists=True, direction="minimize",
+        sampler=optuna.samplers.TPESampler(seed=seed),
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=s.pruner_startup_trials, n_warmup_steps=0),
+    )
+    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    done = len(study.get_trials(deepcopy=False, states=finished))
+    if not study.trials:
+        for params in task.space.first_trials[: s.n_trials]:
+            study.enqueue_trial(params)
+    if progress is not None and done:
+        progress(min(done, s.n_trials))
+    if done < s.n_trials:
+        objective = Objective(task.rows, plan.inner, task.target, task.algorithm, task.space, s)
+        callbacks = [lambda _study, _trial: progress(1)] if progress is not None else []
+        study.optimize(objective, n_trials=s.n_trials - done, n_jobs=1, callbacks=callbacks,
+                       catch=(ValueError, ArithmeticError, np.linalg.LinAlgError))
+    return study
+
+
+def trial_records(study) -> list[dict]:
+    return [
+        {"number": t.number, "state": t.state.name, "value": t.value, "params": dict(t.params),
+         "steps": len(t.intermediate_values)}
+        for t in study.get_trials(deepcopy=False)
+        if t.state.is_finished()
+    ]
+
+
+def run_task(task: StudyTask, progress=None) -> list[FoldOutcome]:
+    """Every outer fold: study on its training rows, refit the best trial there, predict its test rows."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    task.storage.parent.mkdir(parents=True, exist_ok=True)
+    outcomes = []
+    for plan in task.plans:
+        assert_inner_inside(plan)
+        study = run_study(task, plan, progress)
+        best = study.best_trial
+        params = dict(best.params)
+        feature_set = params.pop("feature_set", task.space.feature_sets[0])
+        test = plan.outer.test
+        y_pred = np.array([], dtype=float)
+        if len(test):
+            objective = Objective(task.rows, plan.inner, task.target, task.algorithm, task.space, task.settings)
+            model = objective.estimator(feature_set, params).fit(task.rows.iloc[plan.outer.train])
+            with np.errstate(over="ignore", invalid="ignore"):
+                y_pred = np.asarray(model.predict(task.rows.iloc[test]), dtype=float)
+        outcomes.append(FoldOutcome(plan.outer.name, feature_set, params, float(best.value), test, y_pred,
+                                    trial_records(study)))
+    return outcomes
+
+
+def assert_inner_inside(plan: OuterPlan) -> None:
+    """The nested promise: every inner index (training or scoring) is an outer-training row."""
+    train = set(plan.outer.train.tolist())
+    for f in plan.inner:
+        assert set(f.train.tolist()) <= train and set(f.test.tolist()) <= train, f"{plan.outer.name}: inner leak"
+
+
+def select(outcomes: dict[str, list[FoldOutcome]]) -> list[tuple[str, FoldOutcome]]:
+    """Per outer fold, the algorithm whose best trial scored lowest on the inner CV (ties: first listed)."""
+    by_fold: dict[str, list[tuple[str, FoldOutcome]]] = {}
+    for algorithm, results in outcomes.items():
+        for r in results:
+            by_fold.setdefault(r.fold, []).append((algorithm, r))
+    return [min(cands, key=lambda c: c[1].inner_score) for _, cands in sorted(by_fold.items())]
+
+
+def tested_positions(plans: list[OuterPlan]) -> np.ndarray:
+    return np.unique(np.concatenate([p.outer.test for p in plans]))
+
+
+def _assemble(n: int, outcomes: list[FoldOutcome]) -> np.ndarray:
+    y_pred = np.full(n, np.nan)
+    for o in outcomes:
+        y_pred[o.test] = o.y_pred
+    return y_pred
+
+
+def compare(rows: pd.DataFrame, target: str, plans: list[OuterPlan], outcomes: dict[str, list[FoldOutcome]],
+            algorithms: list[str], references: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict, list[dict]]:
+    """Outer-test predictions of every algorithm, of the nested selection and of the reference models, all on
+    the same rows (the union of the outer test folds); how often the selection chose each algorithm; and one
+    record per (algorithm, outer fold) study."""
+    from wattgpu.evaluation.runner import prediction_frame
+
+    tested = tested_positions(plans)
+    choice = select({a: outcomes[a] for a in algorithms})
+    chosen = {o.fold: a for a, o in choice}
+    preds = {a: _assemble(len(rows), outcomes[a]) for a in algorithms}
+    preds[SELECTION] = _assemble(len(rows), [o for _, o in choice])
+    preds.update(references)
+    frame = pd.concat([prediction_frame(rows, target, m, y).iloc[tested] for m, y in preds.items()], ignore_index=True)
+    counts = dict(sorted(Counter(a for a, _ in choice).items()))
+    y_true = rows[TARGETS[target].column].to_numpy(dtype=float)
+    labels = rows["scenario_label"].to_numpy()
+    studies = []
+    for algorithm in algorithms:
+        for o in outcomes[algorithm]:
+            states = Counter(t["state"] for t in o.trials)
+            studies.append({
+                "target": target, "algorithm": algorithm, "fold": o.fold, "selected": chosen.get(o.fold) == algorithm,
+                "inner_score": o.inner_score,
+                "outer_score": score(y_true[o.test], o.y_pred, labels[o.test]) if len(o.test) else np.nan,
+                "feature_set": o.feature_set, "hyperparameters": json.dumps(o.hyperparameters, sort_keys=True),
+                "trials_complete": states.get("COMPLETE", 0), "trials_pruned": states.get("PRUNED", 0),
+                "trials_failed": states.get("FAIL", 0),
+            })
+    return frame, counts, studies
+
+
+# ---------------------------------------------------------------------------------------------------------
+# running many tasks: worker processes (spawned, so no OpenMP state is forked), progress through a queue
+
+_PROGRESS = None
+
+
+def _init_worker(queue) -> None:
+    global _PROGRESS
+    _PROGRESS = queue
+
+
+def _run_in_worker(task: StudyTask) -> list[FoldOutcome]:
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(task.settings.n_jobs):
+        return run_task(task, progress=_PROGRESS.put if _PROGRESS is not None else None)
+
+
+def run_tasks(tasks: list[StudyTask], n_workers: int, description: str = "search") -> list[list[FoldOutcome]]:
+    """Run every task (in `n_workers` processes when > 1) with one progress bar over all trials.
+
+    Results do not depend on the number of workers: each study has its own seed and storage, each fit a fixed
+    number of threads.
+    """
+    from tqdm import tqdm
+
+    total = sum(len(t.plans) * t.settings.n_trials for t in tasks)
+    with tqdm(total=total, desc=description, unit="trial", smoothing=0.05, mininterval=2.0) as bar:
+        if n_workers <= 1 or len(tasks) <= 1:
+            return [run_task(t, progress=bar.update) for t in tasks]
+        import multiprocessing as mp
+        import queue as queue_errors
+        from concurrent.futures import ProcessPoolExecutor, wait
+
+        ctx = mp.get_context("spawn")
+        progress = ctx.Queue()
+        with ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init_worker, initargs=(progress,)) as pool:
+            futures = [pool.submit(_run_in_worker, t) for t in tasks]
+            pending = set(futures)
+            while pending:
+                _, pending = wait(pending, timeout=0.5)
+                while True:
+                    try:
+                        bar.update(progress.get_nowait())
+                    except queue_errors.Empty:
+                        break
+            return [f.result() for f in futures]

@@ -1,0 +1,350 @@
+"""Stages of the nested Optuna search over algorithms (params.yaml `search`).
+
+  python -m wattgpu.stages.search regime <name>  search@<name>: nested search under one CV regime, beside the
+                                                 replica and baselines on the same outer folds ->
+                                                 reports/search/<name>/{metrics.json, predictions.csv, folds.csv}
+  python -m wattgpu.stages.search best           search_best: per target, studies on ALL rows with the primary
+                                                 regime's CV pick the winner -> reports/search/best_<target>.json
+  python -m wattgpu.stages.search leaderboard    search_leaderboard: reports/search/leaderboard.md
+
+Each logs one MLflow run (experiment `wattgpu-search`); studies are nested runs under it and trials nested under
+those. Optuna studies persist in optuna/ (sqlite), so an interrupted run resumes its studies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from wattgpu import paths, tracking
+from wattgpu.catalogs.gpus import load_gpu_catalog
+from wattgpu.catalogs.idle_power import load_idle_power
+from wattgpu.catalogs.llms import load_llm_catalog
+from wattgpu.config import Params, Regime, Search, load_params
+from wattgpu.errors import WattgpuError
+from wattgpu.evaluation import baselines
+from wattgpu.evaluation.runner import cross_predict, metrics_table, prepare_rows, target_rows
+from wattgpu.io import read_table, write_csv, write_json
+from wattgpu.modeling.replica import paper_model
+from wattgpu.search import leaderboard, physics
+from wattgpu.search.algorithms import best_record
+from wattgpu.search.nested import (
+    FoldOutcome, OuterPlan, Settings, StudyTask, all_rows_plan, compare, nested_plan, run_tasks, tested_positions,
+)
+
+OUT_DIR = paths.REPORTS_DIR / "search"
+OPTUNA_DIR = Path("optuna")
+EXPERIMENT = "wattgpu-search"
+# What a study's result depends on besides params and data: a change here starts fresh studies.
+CODE = ("src/wattgpu/search", "src/wattgpu/features.py", "src/wattgpu/modeling", "src/wattgpu/evaluation/cv.py")
+# Slowest first, so that two workers finish together.
+COST_ORDER = ("extra_trees", "xgboost", "physics", "lightgbm", "knn", "spline_ridge")
+INNER_CV = {"logo": "GPU groups held out", "lolo": "LLM groups held out",
+            "lopo": "a GPU group x an LLM group held out, trained on rows with neither",
+            "group_kfold": "(GPU, LLM) pairs held out", "row_kfold": "rows held out"}
+
+
+@dataclass(frozen=True)
+class Context:
+    root: Path
+    params: Params
+    search: Search
+    rows: pd.DataFrame  # every row of the source, with specs, engineered and physics features
+    data_md5: str
+
+
+def context(root: Path, with_idle_power: bool = True) -> Context:
+    """Parameters and rows; measured idle power is attached only where the paper replica needs it."""
+    params = load_params(paths.resolve(paths.PARAMS, root))
+    if params.search is None or params.evaluate is None:
+        raise WattgpuError("params.yaml needs `evaluate` and `search` sections for the search stages")
+    ev = params.evaluate
+    gpus = load_gpu_catalog(paths.resolve(paths.GPU_CATALOG, root))
+    llms = load_llm_catalog(paths.resolve(paths.LLM_CATALOG_TABLE, root))
+    idle = load_idle_power(paths.resolve(paths.GPU_IDLE_POWER, root), gpus) if with_idle_power else None
+    measurements = paths.resolve(paths.MEASUREMENTS, root)
+    rows = prepare_rows(read_table(measurements), gpus, llms, source=ev.source, dense_only=ev.replica.dense_only,
+                        idle_power_w=idle, offline_batch=ev.roofline_offline_batch)
+    rows = physics.add_features(rows, ev.roofline_offline_batch)
+    return Context(root, params, params.search, rows, tracking.file_md5(measurements))
+
+
+def outer_regime(search: Search, name: str) -> Regime:
+    """The regime as declared, with the profile's LOPO pair sample."""
+    if name not in search.regimes:
+        raise WattgpuError(f"unknown search regime {name!r}; params.yaml search.regimes has {sorted(search.regimes)}")
+    regime = search.regimes[name]
+    if regime.kind == "lopo":
+        regime = regime.model_copy(update={"max_pairs": search.active.max_pairs})
+    return regime
+
+
+def settings(ctx: Context) -> Settings:
+    s, ev = ctx.search, ctx.params.evaluate
+    return Settings(seed=ctx.params.base.seed, n_trials=s.active.n_trials, n_jobs=s.n_jobs,
+                    pruner_startup_trials=s.pruner_startup_trials, offline_batch=ev.roofline_offline_batch,
+                    load_rho=tuple(sorted(ev.load_rho.items())))
+
+
+def code_md5(root: Path) -> str:
+    h = hashlib.md5()
+    for entry in CODE:
+        path = root / entry
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(str(file.relative_to(root)).encode())
+            h.update(file.read_bytes())
+    return h.hexdigest()
+
+
+def tasks_for(ctx: Context, rows_by_target: dict[str, pd.DataFrame], plans: dict[str, list[OuterPlan]],
+              store: str, regime: Regime) -> list[StudyTask]:
+    s, st = ctx.search, settings(ctx)
+    code = code_md5(ctx.root)
+    algorithms = sorted(s.algorithms, key=lambda a: COST_ORDER.index(a))
+    out = []
+    for target, rows in rows_by_target.items():
+        for algorithm in algorithms:
+            space = s.algorithms[algorithm]
+            config = {"space": space.model_dump(mode="json"), "profile": s.active.model_dump(), "settings": repr(st),
+                      "regime": regime.model_dump(), "data": ctx.data_md5, "code": code, "store": store}
+            fingerprint = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+            storage = paths.resolve(OPTUNA_DIR / store / f"{target}-{algorithm}.db", ctx.root)
+            out.append(StudyTask(rows, tuple(plans[target]), target, algorithm, space, st, storage, fingerprint))
+    return out
+
+
+def algorithm_order(search: Search) -> list[str]:
+    return list(search.algorithms)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# search@<regime>
+
+
+def run_regime(name: str) -> dict:
+    start = time.perf_counter()
+    root = paths.project_root()
+    ctx = context(root)
+    s, ev, seed = ctx.search, ctx.params.evaluate, ctx.params.base.seed
+    regime = outer_regime(s, name)
+    rows = {t: target_rows(ctx.rows, t) for t in ctx.params.base.targets}
+    plans = {t: nested_plan(r, regime, s.active.inner_folds, seed) for t, r in rows.items()}
+    tasks = tasks_for(ctx, rows, plans, name, regime)
+    print(f"search {name}: {len(tasks)} (target, algorithm) tasks x {len(plans[next(iter(plans))])} outer folds x "
+          f"{s.active.n_trials} trials, profile {s.profile!r}, {s.n_workers} worker(s)")
+    results = run_tasks(tasks, s.n_workers, description=f"search {name}")
+    outcomes: dict[str, dict[str, list[FoldOutcome]]] = {}
+    for task, res in zip(tasks, results):
+        outcomes.setdefault(task.target, {})[task.algorithm] = res
+
+    parts, fold_rows, selected = [], [], {}
+    for target, t_rows in rows.items():
+        refs = references(t_rows, target, ctx.params, regime)
+        frame, selected[target], studies = compare(t_rows, target, plans[target], outcomes[target],
+                                                   algorithm_order(s), refs)
+        parts.append(frame)
+        fold_rows += studies
+    pred = pd.concat(parts, ignore_index=True)
+    setup = {"profile": s.profile, "n_trials": s.active.n_trials, "inner_folds": s.active.inner_folds,
+             "inner_cv": INNER_CV[regime.kind], "outer_folds": len(plans[next(iter(plans))]),
+             "max_pairs": regime.max_pairs if regime.kind == "lopo" else None, "seed": seed}
+    result = {"regime": name, "kind": regime.kind, "source": ev.source, "setup": setup,
+              "rows": {t: len(r) for t, r in rows.items()},
+              "tested_rows": {t: len(tested_positions(plans[t])) for t in rows},
+              "metrics": metrics_table(pred), "selected": selected}
+    out = paths.resolve(OUT_DIR / name, root)
+    write_csv(out / "predictions.csv", pred)
+    folds_table = pd.DataFrame(fold_rows)
+    write_csv(out / "folds.csv", folds_table)
+    write_json(out / "metrics.json", result)
+    log_run(ctx, f"search-{name}", {"stage": "search", "regime": name}, result, tasks, results, out,
+            time.perf_counter() - start)
+    print(_summary(result))
+    print(f"search {name}: stage time {time.perf_counter() - start:.0f} s (MLflow logging included)")
+    return result
+
+
+def references(t_rows: pd.DataFrame, target: str, params: Params, regime: Regime) -> dict[str, np.ndarray]:
+    """The paper replica (cross-predicted on the regime's outer folds) and the baselines, for comparison."""
+    ev, seed = params.evaluate, params.base.seed
+    out = {leaderboard.REPLICA: cross_predict(t_rows, lambda: paper_model(target, ev.replica, seed, ev.n_jobs),
+                                               regime, seed).y_pred}
+    if target == "power":
+        out.update(tdp=baselines.tdp(t_rows), load_scaled_tdp=baselines.load_scaled_tdp(t_rows, ev.load_rho))
+    else:
+        out.update(roofline=baselines.roofline_itl(t_rows))
+    return out
+
+
+def _summary(result: dict) -> str:
+    lines = [f"{'target':6} {'model':18} {'offline':>8} {'server':>8}"]
+    for target, models in result["metrics"].items():
+        for model, by in models.items():
+            lines.append(f"{target:6} {model:18} {by['offline']['mdape']:8.2f} {by['server']['mdape']:8.2f}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# search_best
+
+
+def run_best() -> dict:
+    start = time.perf_counter()
+    root = paths.project_root()
+    ctx = context(root, with_idle_power=False)
+    s, ev, seed = ctx.search, ctx.params.evaluate, ctx.params.base.seed
+    primary = s.primary_regime
+    regime = outer_regime(s, primary)
+    rows = {t: target_rows(ctx.rows, t) for t in ctx.params.base.targets}
+    plans = {t: [all_rows_plan(r, regime, s.active.inner_folds, seed)] for t, r in rows.items()}
+    tasks = tasks_for(ctx, rows, plans, f"best-{primary}", regime)
+    results = run_tasks(tasks, s.n_workers, description=f"search best ({primary} CV on all rows)")
+    primary_result = json.loads(paths.resolve(OUT_DIR / primary / "metrics.json", root).read_text())
+    nested = primary_result["metrics"]
+    order = algorithm_order(s)
+    best = {}
+    for target in rows:
+        cands = {t.algorithm: r[0] for t, r in zip(tasks, results) if t.target == target}
+        algorithm = choose_algorithm(primary_result["selected"][target], {a: cands[a].inner_score for a in order})
+        win = cands[algorithm]
+        sel = nested[target][leaderboard.SELECTION]
+        record = best_record(target, algorithm, win.feature_set, win.hyperparameters, regime=primary,
+                             offline_batch=ev.roofline_offline_batch, load_rho=ev.load_rho,
+                             inner_score=win.inner_score,
+                             nested_mdape={"offline": sel["offline"]["mdape"], "server": sel["server"]["mdape"]})
+        record["candidates"] = {a: cands[a].inner_score for a in order}  # inner score of each algorithm's best trial
+        record["nested_votes"] = primary_result["selected"][target]  # outer folds won on the primary regime
+        own = nested[target][algorithm]  # the winning algorithm's own nested figures (tuned, not selected, per fold)
+        record["algorithm_nested_mdape"] = {"offline": own["offline"]["mdape"], "server": own["server"]["mdape"]}
+        best[target] = record
+        # Plain json (no rounding) so that build_estimator gets the exact hyperparameters the study chose.
+        path = paths.resolve(OUT_DIR / f"best_{target}.json", root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"search best {target}: {algorithm} ({win.feature_set}), inner score {win.inner_score:.2f}; "
+              f"nested selection on {primary}: offline {record['nested_mdape']['offline']:.2f}%, "
+              f"server {record['nested_mdape']['server']:.2f}%")
+    figures = {t: {"inner_score": b["candidates"], "nested_mdape": b["nested_mdape"]} for t, b in best.items()}
+    log_run(ctx, "search-best", {"stage": "search_best", "regime": primary}, {"metrics": figures}, tasks, results,
+            paths.resolve(OUT_DIR, root), time.perf_counter() - start, artifacts=[f"best_{t}.json" for t in rows])
+    print(f"search best: stage time {time.perf_counter() - start:.0f} s (MLflow logging included)")
+    return best
+
+
+def choose_algorithm(votes: dict[str, int], inner_scores: dict[str, float]) -> str:
+    """The algorithm the nested selection chose in most outer folds of the primary regime; ties (and algorithms
+    it never chose) fall back on the all-rows inner score.
+
+    With 8 GPUs an inner CV often ranks two algorithms within noise of each other; one all-rows CV then picks
+    either by luck, while a choice repeated across outer folds holds across GPUs. Each vote was cast on one outer
+    fold's training rows only, so no outer-test figure enters the choice.
+    """
+    return min(inner_scores, key=lambda a: (-votes.get(a, 0), inner_scores[a]))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# search_leaderboard
+
+
+def run_leaderboard() -> str:
+    root = paths.project_root()
+    params = load_params(paths.resolve(paths.PARAMS, root))
+    s = params.search
+    if s is None:
+        raise WattgpuError("params.yaml has no `search` section")
+    results = {r: json.loads(paths.resolve(OUT_DIR / r / "metrics.json", root).read_text()) for r in s.regimes}
+    best = {}
+    for target in params.base.targets:
+        file = paths.resolve(OUT_DIR / f"best_{target}.json", root)
+        if file.exists():
+            best[target] = json.loads(file.read_text())
+    lb = leaderboard.frame(results)
+    text = leaderboard.markdown(lb, results, best, algorithm_order(s))
+    out = paths.resolve(OUT_DIR, root)
+    (out / "leaderboard.md").write_text(text)
+    write_csv(out / "leaderboard.csv", lb)
+    mlflow = tracking.setup(EXPERIMENT, root)
+    with mlflow.start_run(run_name="search-leaderboard"):
+        mlflow.set_tags({"stage": "search_leaderboard", "git_commit": tracking.git_commit(root)})
+        flat = {}
+        for _, r in lb.iterrows():
+            for scen in ("offline", "server"):
+                flat[f"{r['target']}.{r['regime']}.{r['model']}.{scen}_mdape"] = r[f"{scen}_mdape"]
+        mlflow.log_metrics(tracking.flatten(flat))
+        mlflow.log_artifact(str(out / "leaderboard.md"))
+        mlflow.log_artifact(str(out / "leaderboard.csv"))
+    print(text)
+    return text
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MLflow at the edge: one run per stage invocation, studies as nested runs, trials nested under those
+
+
+def log_run(ctx: Context, run_name: str, tags: dict, result: dict, tasks: list[StudyTask],
+            results: list[list[FoldOutcome]], out: Path, seconds: float, artifacts: list[str] | None = None) -> None:
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+    mlflow = tracking.setup(EXPERIMENT, ctx.root)
+    client = mlflow.MlflowClient()
+    s = ctx.search
+    with mlflow.start_run(run_name=run_name) as parent:
+        mlflow.set_tags({**tags, "git_commit": tracking.git_commit(ctx.root), "data_md5": ctx.data_md5})
+        mlflow.log_params({"seed": ctx.params.base.seed, "profile": s.profile,
+                           **{f"profile.{k}": v for k, v in s.active.model_dump().items()},
+                           "algorithms": ",".join(s.algorithms), "n_workers": s.n_workers, "n_jobs": s.n_jobs})
+        mlflow.log_metrics({**tracking.flatten(result.get("metrics", {})), "seconds_before_logging": seconds})
+        experiment = parent.info.experiment_id
+        for task, outcomes in zip(tasks, results):
+            for o in outcomes:
+                study = client.create_run(experiment, run_name=f"{task.target}/{task.algorithm}/{o.fold}",
+                                          tags={MLFLOW_PARENT_RUN_ID: parent.info.run_id, "kind": "study"})
+                params = {"target": task.target, "algorithm": task.algorithm, "fold": o.fold,
+                          "feature_set": o.feature_set, **{f"best.{k}": v for k, v in o.hyperparameters.items()}}
+                client.log_batch(study.info.run_id, metrics=[Metric("inner_score", o.inner_score, 0, 0)],
+                                 params=[Param(k, str(v)[:500]) for k, v in params.items()])
+                client.set_terminated(study.info.run_id)
+                for t in o.trials:
+                    run = client.create_run(experiment, run_name=f"trial-{t['number']}",
+                                            tags={MLFLOW_PARENT_RUN_ID: study.info.run_id, "kind": "trial"})
+                    metrics = [Metric("inner_score", float(t["value"]), 0, 0)] if t["value"] is not None else []
+                    metrics.append(Metric("inner_folds_run", float(t["steps"]), 0, 0))
+                    client.log_batch(run.info.run_id, metrics=metrics,
+                                     params=[Param(k, str(v)[:500]) for k, v in t["params"].items()],
+                                     tags=[RunTag("state", t["state"])])
+                    client.set_terminated(run.info.run_id, "FAILED" if t["state"] == "FAIL" else "FINISHED")
+        if artifacts is None:
+            mlflow.log_artifacts(str(out))
+        else:
+            for name in artifacts:
+                mlflow.log_artifact(str(out / name))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("regime", help="nested search under one regime").add_argument("name", help="a key of search.regimes")
+    sub.add_parser("best", help="winner per target on all rows (primary regime's CV)")
+    sub.add_parser("leaderboard", help="reports/search/leaderboard.md from every regime's metrics")
+    args = parser.parse_args()
+    try:
+        if args.command == "regime":
+            run_regime(args.name)
+        elif args.command == "best":
+            run_best()
+        else:
+            run_leaderboard()
+    except WattgpuError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""Nested search on a FIXTURE grid: 4 made-up GPUs x 5 made-up LLMs x 3 scenarios x 2 replicates, built here.
+
+The rows are synthetic (power = a load share of TDP, ITL = a multiple of the roofline, with seeded noise); they
+are not measurements and only exercise the code paths.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wattgpu.config import AlgorithmSpace, Regime, Search, load_params
+from wattgpu.features import engineer
+from wattgpu.modeling.targets import TARGETS
+from wattgpu.search import physics
+from wattgpu.search.algorithms import ALGORITHMS, best_record, build_estimator, make_estimator
+from wattgpu.search.nested import (
+    FoldOutcome, Settings, StudyTask, all_rows_plan, assert_inner_inside, inner_folds, nested_plan, run_task,
+    score, select,
+)
+
+RHO = {"offline": 0.9, "server_low": 0.2, "server_high": 0.6}
+FIXTURE_GPUS = {  # name: (TDP W, memory GB, bandwidth GB/s, FP16 TFLOPS, memory type, year)
+    "gpu-a": (70, 16, 300, 65, "GDDR6", 2018),
+    "gpu-b": (300, 32, 900, 125, "HBM2", 2018),
+    "gpu-c": (400, 80, 2000, 312, "HBM2e", 2021),
+    "gpu-d": (700, 141, 4800, 990, "HBM3e", 2024),
+}
+FIXTURE_LLMS = {"llm-1": (0.5, 24), "llm-2": (1.5, 28), "llm-3": (3.0, 32), "llm-4": (7.0, 32), "llm-5": (8.0, 40)}
+SCENARIOS = {"offline": ("offline", np.nan), "server_low": ("server", 0.017), "server_high": ("server", 0.33)}
+
+
+def fixture_rows(seed: int = 0) -> pd.DataFrame:
+    """FIXTURE rows with engineered and physics features and both targets."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for (g, (tdp, mem, bw, tf, mtype, year)), (m, (params, layers)), (label, (scen, rate)), rep in itertools.product(
+            FIXTURE_GPUS.items(), FIXTURE_LLMS.items(), SCENARIOS.items(), range(2)):
+        records.append({
+            "source": "fixture", "config_id": f"{g}|{m}|{label}", "replicate_id": rep, "gpu": g, "llm": m,
+            "scenario": scen, "scenario_label": label, "request_rate_per_s": rate, "n_gpus": 1,
+            "prompt_tokens_mean": 14.0, "output_tokens_mean": 200.0 + 10 * rep,
+            "gpu_tdp_w": tdp, "gpu_memory_gb": mem, "gpu_memory_type": mtype, "gpu_memory_bandwidth_gb_s": bw,
+            "gpu_base_clock_mhz": 1000.0, "gpu_boost_clock_mhz": 1500.0, "gpu_fp16_tensor_tflops": tf,
+            "gpu_release_year": year, "llm_total_params_b": params, "llm_active_params_b": params,
+            "llm_num_layers": layers, "llm_hidden_size": 128 * layers, "llm_num_attention_heads": 16,
+            "llm_num_kv_heads": 8, "llm_head_dim": 128, "llm_family": "fixture",
+        })
+    rows = physics.add_features(engineer(pd.DataFrame(records)))
+    noise = rng.normal(0, 0.03, len(rows))
+    rows["power_w_per_gpu"] = rows["gpu_tdp_w"] * rows["scenario_label"].map(RHO) * (1 + noise)
+    rows["itl_s"] = rows["physics_itl_s"] * (2.0 + rows["llm_num_layers"] / 40) * (1 + noise)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def rows() -> pd.DataFrame:
+    return fixture_rows()
+
+
+@pytest.fixture(scope="module")
+def search(root) -> Search:
+    return load_params(root / "params.yaml").search
+
+
+def test_logo_nested_plan_keeps_the_outer_test_gpu_out_of_the_inner_search(rows):
+    plans = nested_plan(rows, Regime(kind="logo"), inner_splits=2, seed=1)
+    assert len(plans) == len(FIXTURE_GPUS)
+    for plan in plans:
+        held_out = set(rows["gpu"].iloc[plan.outer.test])
+        assert len(held_out) == 1
+        outer_train = set(plan.outer.train.tolist())
+        for f in plan.inner:
+            for idx in (f.train, f.test):
+                assert set(idx.tolist()) <= outer_train
+                assert not held_out & set(rows["gpu"].iloc[idx])
+            assert not set(rows["gpu"].iloc[f.train]) & set(rows["gpu"].iloc[f.test])  # inner: GPU groups too
+        assert_inner_inside(plan)
+
+
+def test_lopo_nested_plan_keeps_the_outer_gpu_and_llm_out_and_blocks_inner_folds(rows):
+    plans = nested_plan(rows, Regime(kind="lopo", max_pairs=5), inner_splits=2, seed=1)
+    assert len(plans) == 5
+    for plan in plans:
+        gpu, llm = set(rows["gpu"].iloc[plan.outer.test]), set(rows["llm"].iloc[plan.outer.test])
+        for f in plan.inner:
+            inner = rows.iloc[np.concatenate([f.train, f.test])]
+            assert not gpu & set(inner["gpu"]) and not llm & set(inner["llm"])
+            train, test = rows.iloc[f.train], rows.iloc[f.test]
+            assert not set(train["gpu"]) & set(test["gpu"]) and not set(train["llm"]) & set(test["llm"])
+
+
+def test_inner_folds_zero_means_one_per_group(rows):
+    assert len(inner_folds(rows, Regime(kind="logo"), 0, seed=1)) == len(FIXTURE_GPUS)
+    assert len(inner_folds(rows, Regime(kind="lolo"), 0, seed=1)) == len(FIXTURE_LLMS)
+
+
+def test_all_rows_plan_holds_nothing_out(rows):
+    plan = all_rows_plan(rows, Regime(kind="logo"), 2, seed=1)
+    assert len(plan.outer.train) == len(rows) and len(plan.outer.test) == 0 and len(plan.inner) == 2
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+@pytest.mark.parametrize("target", ["power", "itl"])
+def test_each_algorithm_fits_and_predicts_from_its_first_trial(rows, search, algorithm, target):
+    space = search.algorithms[algorithm]
+    first = dict(space.first_trials[0])
+    feature_set = first.pop("feature_set", space.feature_sets[0])
+    train, test = rows[rows["gpu"] != "gpu-d"], rows[rows["gpu"] == "gpu-d"]
+    model = make_estimator(algorithm, target, feature_set, first, seed=3, load_rho=RHO).fit(train)
+    pred = model.predict(test)
+    assert pred.shape == (len(test),) and np.isfinite(pred).all() and (pred > 0).all()
+
+
+def test_search_models_never_see_measured_idle_power():
+    for sets in physics.FEATURE_SETS.values():
+        for fs in sets.values():
+            assert not any("idle" in c for c in fs.columns), fs.name
+
+
+def test_physics_features_ignore_every_target(rows):
+    scrambled = rows.drop(columns=["power_w_per_gpu", "itl_s"]).assign(power_w_per_gpu=1.0, itl_s=np.nan)
+    cols = list(physics.PHYSICS.columns)
+    pd.testing.assert_frame_equal(physics.add_features(scrambled)[cols], rows[cols])
+
+
+@pytest.mark.parametrize("target", ["power", "itl"])
+def test_physics_target_round_trips(rows, target):
+    enc = physics.physics_target(target, RHO)
+    y = rows[TARGETS[target].column].to_numpy()
+    np.testing.assert_allclose(enc.decode(rows, enc.encode(rows, y)), y)
+
+
+def test_score_is_the_geometric_mean_of_offline_and_server_mdape():
+    labels = np.array(["offline", "offline", "server_low", "server_high"])
+    y_true = np.array([100.0, 100.0, 100.0, 100.0])
+    y_pred = np.array([104.0, 104.0, 91.0, 109.0])  # offline MdAPE 4, server MdAPE 9
+    assert score(y_true, y_pred, labels) == pytest.approx(6.0)
+    assert score(y_true, np.array([np.inf, 104, 91, 109]), labels) > 1000  # non-finite predictions lose
+
+
+def test_select_takes_the_lowest_inner_score_per_fold():
+    def out(fold, s):
+        return FoldOutcome(fold, "physics", {}, s, np.array([0]), np.array([1.0]))
+
+    chosen = select({"a": [out("f1", 5.0), out("f2", 3.0)], "b": [out("f1", 4.0), out("f2", 3.5)]})
+    assert [(a, o.fold) for a, o in chosen] == [("b", "f1"), ("a", "f2")]
+
+
+def _task(rows, search, tmp_path, algorithm: str, name: str, n_trials: int = 3) -> StudyTask:
+    plans = tuple(nested_plan(rows, Regime(kind="logo"), inner_splits=2, seed=5)[:2])
+    settings = Settings(seed=5, n_trials=n_trials, pruner_startup_trials=1, load_rho=tuple(sorted(RHO.items())))
+    return StudyTask(rows, plans, "power", algorithm, search.algorithms[algorithm], settings,
+                     tmp_path / f"{name}.db", "fixture")
+
+
+@pytest.mark.parametrize("algorithm", ["lightgbm", "physics"])
+def test_same_seed_same_result_and_a_finished_study_resumes_without_new_trials(rows, search, tmp_path, algorithm):
+    first = run_task(_task(rows, search, tmp_path, algorithm, "one"))
+    second = run_task(_task(rows, search, tmp_path, algorithm, "two"))  # fresh storage, same seed
+    again = run_task(_task(rows, search, tmp_path, algorithm, "one"))  # same storage: resumed, nothing to add
+    for a, b, c in zip(first, second, again):
+        assert a.hyperparameters == b.hyperparameters == c.hyperparameters
+        np.testing.assert_array_equal(a.y_pred, b.y_pred)
+        np.testing.assert_array_equal(a.y_pred, c.y_pred)
+        assert len(c.trials) == len(a.trials) == 3
+
+
+def test_build_estimator_round_trips_the_best_json(rows):
+    hp = {"linear_scope": "server", "alpha": 2.5, "n_estimators": 60, "learning_rate": 0.1, "num_leaves": 7,
+          "min_child_samples": 5, "reg_lambda": 0.01, "colsample_bytree": 0.9}
+    record = best_record("power", "physics", "physics", hp, regime="logo", offline_batch=256.0, load_rho=RHO,
+                         inner_score=4.2, nested_mdape={"offline": 2.0, "server": 8.0})
+    loaded = json.loads(json.dumps(record))
+    rebuilt = build_estimator(loaded, seed=7)
+    direct = make_estimator("physics", "power", "physics", hp, seed=7, load_rho=RHO)
+    base = rows.drop(columns=[physics.MARKER])
+    # the rebuilt estimator adds the physics features itself, so rows straight from features.engineer do
+    np.testing.assert_allclose(rebuilt.fit(base).predict(base), direct.fit(rows).predict(rows))
+    assert rebuilt.regressor.get_params()["alpha"] == 2.5
+
+
+def test_search_params_reject_unknown_keys_and_first_trials_off_the_space(search):
+    raw = search.model_dump(mode="json")
+    with pytest.raises(ValueError):
+        Search.model_validate({**raw, "surprise": 1})
+    bad = dict(raw["algorithms"]["knn"], first_trials=[{"n_neighbors": 5}])
+    with pytest.raises(ValueError):
+        AlgorithmSpace.model_validate(bad)
+    with pytest.raises(ValueError):
+        Search.model_validate({**raw, "profile": "enormous"})
+
+
+def test_compare_scores_every_model_on_the_same_outer_test_rows_and_the_leaderboard_reads_it(rows):
+    from wattgpu.evaluation.runner import metrics_table
+    from wattgpu.search import leaderboard
+    from wattgpu.search.nested import compare
+
+    plans = nested_plan(rows, Regime(kind="lopo", max_pairs=3), inner_splits=2, seed=1)
+    y = rows["power_w_per_gpu"].to_numpy()
+    outcomes = {a: [FoldOutcome(p.outer.name, "physics", {}, s, p.outer.test, y[p.outer.test] * f)
+                    for p in plans] for a, s, f in (("good", 1.0, 1.01), ("bad", 2.0, 1.5))}
+    refs = {leaderboard.REPLICA: y * 1.1, "tdp": rows["gpu_tdp_w"].to_numpy()}
+    frame, counts, studies = compare(rows, "power", plans, outcomes, ["good", "bad"], refs)
+    assert counts == {"good": 3} and len(studies) == 6
+    sizes = frame.groupby("model").size()
+    assert sizes.nunique() == 1 and sizes.iloc[0] == sum(len(p.outer.test) for p in plans)  # LOPO sample only
+    result = {"kind": "lopo", "metrics": metrics_table(frame), "selected": {"power": counts},
+              "setup": {"outer_folds": 3, "inner_folds": 2, "inner_cv": "blocks", "n_trials": 1, "profile": "smoke",
+                        "max_pairs": 3}}
+    lb = leaderboard.frame({"lopo": result})
+    sel = lb[lb["model"] == leaderboard.SELECTION].iloc[0]
+    assert sel["offline_mdape"] == pytest.approx(1.0) and sel["offline_beats_replica"]
+    text = leaderboard.markdown(lb, {"lopo": result}, {}, ["good", "bad"])
+    assert "sample of 3 (GPU, LLM) pairs" in text and "nested selection" in text
+
+
+def test_the_final_algorithm_is_the_one_most_outer_folds_chose():
+    from wattgpu.stages.search import choose_algorithm
+
+    scores = {"extra_trees": 5.7, "physics": 5.8, "knn": 9.0}
+    assert choose_algorithm({"physics": 7, "extra_trees": 1}, scores) == "physics"
+    assert choose_algorithm({"physics": 4, "extra_trees": 4}, scores) == "extra_trees"  # tie: inner score
+    assert choose_algorithm({}, scores) == "extra_trees"
