@@ -22,9 +22,10 @@ setup: $(BIN)/wattgpu
 data: setup
 	$(BIN)/dvc pull -q $(wildcard data/raw/*.dvc)
 
-## Install, pull the raw data, run the whole pipeline, print the data report and the metrics.
+## Install, pull the raw data, run the whole pipeline, fill the planner's cache, print the data report and metrics.
 run: data
 	$(BIN)/dvc repro
+	$(BIN)/wattgpu precompute
 	$(BIN)/wattgpu data-report
 	$(BIN)/dvc metrics show
 

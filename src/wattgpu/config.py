@@ -129,6 +129,7 @@ class Search(Strict):
     primary_regime: str = "logo"  # the regime whose winner is written to reports/search/best_<target>.json
     regimes: dict[str, Regime]
     algorithms: dict[AlgorithmName, AlgorithmSpace]
+    default_algorithm: AlgorithmName | None = None  # nested selection: displaced only by a win > 1 SE (nested.select)
     pruner_startup_trials: int = Field(2, ge=0)  # MedianPruner: trials that run every inner fold before pruning
     n_workers: int = Field(2, ge=1)  # processes, one (target, algorithm) study sequence each
     n_jobs: int = Field(1, ge=1)  # threads per model fit (fixed: results do not depend on scheduling)
@@ -139,6 +140,8 @@ class Search(Strict):
             raise ValueError(f"profile {self.profile!r} is not one of {sorted(self.profiles)}")
         if self.primary_regime not in self.regimes:
             raise ValueError(f"primary_regime {self.primary_regime!r} is not one of {sorted(self.regimes)}")
+        if self.default_algorithm is not None and self.default_algorithm not in self.algorithms:
+            raise ValueError(f"default_algorithm {self.default_algorithm!r} is not one of {sorted(self.algorithms)}")
         return self
 
     @property

@@ -151,6 +151,21 @@ def test_select_takes_the_lowest_inner_score_per_fold():
     assert [(a, o.fold) for a, o in chosen] == [("b", "f1"), ("a", "f2")]
 
 
+def test_the_default_algorithm_is_displaced_only_by_a_win_beyond_one_standard_error():
+    def out(fold, scores):
+        return FoldOutcome(fold, "physics", {}, float(np.mean(scores)), np.array([0]), np.array([1.0]),
+                           fold_scores=tuple(scores))
+
+    default = {"f1": out("f1", [6.0, 7.0, 8.0]), "f2": out("f2", [6.0, 7.0, 8.0])}
+    # f1: lower mean (6.9 vs 7.0) but the paired differences (-1.3, +0.7, +0.3) straddle zero: the default stays.
+    # f2: better on every inner fold by about 1 (SE 0.06): it displaces the default.
+    other = {"f1": out("f1", [4.7, 7.7, 8.3]), "f2": out("f2", [5.0, 6.1, 6.9])}
+    chosen = select({"physics": list(default.values()), "xgboost": list(other.values())}, default="physics")
+    assert [(a, o.fold) for a, o in chosen] == [("physics", "f1"), ("xgboost", "f2")]
+    plain = select({"physics": list(default.values()), "xgboost": list(other.values())})
+    assert [a for a, _ in plain] == ["xgboost", "xgboost"]
+
+
 def _task(rows, search, tmp_path, algorithm: str, name: str, n_trials: int = 3) -> StudyTask:
     plans = tuple(nested_plan(rows, Regime(kind="logo"), inner_splits=2, seed=5)[:2])
     settings = Settings(seed=5, n_trials=n_trials, pruner_startup_trials=1, load_rho=tuple(sorted(RHO.items())))
@@ -217,6 +232,10 @@ def test_compare_scores_every_model_on_the_same_outer_test_rows_and_the_leaderbo
     assert sel["offline_mdape"] == pytest.approx(1.0) and sel["offline_beats_replica"]
     text = leaderboard.markdown(lb, {"lopo": result}, {}, ["good", "bad"])
     assert "sample of 3 (GPU, LLM) pairs" in text and "nested selection" in text
+    verdict = leaderboard.verdict(lb)  # selection 1 % off, replica 10 % off
+    assert verdict["all_beat_replica"] and verdict["power"]["lopo"]["offline"]["replica_mdape"] == pytest.approx(10.0)
+    worse = lb.assign(offline_mdape=lb["offline_mdape"].where(lb["model"] != leaderboard.SELECTION, 50.0))
+    assert not leaderboard.verdict(worse)["all_beat_replica"]
 
 
 def test_the_final_algorithm_is_the_one_most_outer_folds_chose():

@@ -67,3 +67,45 @@ def test_mlflow_store_has_the_runs(repo):
     with sqlite3.connect(db) as con:
         names = {r[0] for r in con.execute("select name from runs")}
     assert {"evaluate-logo", "evaluate-lopo"} <= names
+
+
+def test_search_verdict_best_configs_and_registered_champions(repo):
+    verdict = json.loads((repo / "reports/search/verdict.json").read_text())
+    for target in ("power", "itl"):
+        for regime in ("logo", "lopo"):
+            for scen in ("offline", "server"):
+                cell = verdict[target][regime][scen]
+                assert cell["nested_mdape"] > 0 and cell["replica_mdape"] > 0
+                assert cell["beats_replica"] == (cell["nested_mdape"] < cell["replica_mdape"])
+    assert "reports/search/verdict.json" in run(["dvc", "metrics", "show"], repo).stdout
+    registry = json.loads((repo / "models/registry.json").read_text())
+    for target in ("power", "itl"):
+        best = json.loads((repo / f"reports/search/best_{target}.json").read_text())
+        meta = json.loads((repo / f"models/{target}/meta.json").read_text())
+        assert meta["origin"] == "search" and meta["algorithm"] == best["algorithm"]
+        assert meta["evaluation"]["offline_mdape"] == pytest.approx(best["nested_mdape"]["offline"])
+        assert registry[target]["name"] == f"wattgpu-{target}"
+
+
+def test_mlflow_nests_trials_under_studies_and_registers_both_models_with_aliases(repo):
+    import sqlite3
+
+    with sqlite3.connect(repo / "mlruns" / "mlflow.db") as con:
+        parent = dict(con.execute("select run_uuid, value from tags where key = 'mlflow.parentRunId'").fetchall())
+        kind = dict(con.execute("select run_uuid, value from tags where key = 'kind'").fetchall())
+        names = dict(con.execute("select run_uuid, name from runs").fetchall())
+        aliases = set(con.execute("select name, alias from registered_model_aliases").fetchall())
+    trials = [r for r, k in kind.items() if k == "trial"]
+    assert trials and all(kind.get(parent[t]) == "study" for t in trials)
+    assert {names[parent[parent[t]]] for t in trials} >= {"search-logo", "search-lopo", "search-best"}
+    assert {("wattgpu-power", "champion"), ("wattgpu-itl", "champion")} <= aliases
+
+
+def test_same_seed_same_search_metrics_from_fresh_studies(repo):
+    import shutil
+
+    before = (repo / "reports/search/logo/metrics.json").read_text()
+    shutil.rmtree(repo / "optuna")  # no study to resume: every trial runs again from the seed
+    run(["dvc", "repro", "-f", "-s", "search@logo"], repo, timeout=900)
+    assert (repo / "reports/search/logo/metrics.json").read_text() == before
+    assert "up to date" in run(["dvc", "status"], repo).stdout

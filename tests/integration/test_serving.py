@@ -9,7 +9,7 @@ import math
 import pytest
 
 from wattgpu import tracking
-from wattgpu.config import Registry, Replica, XgbParams
+from wattgpu.config import Registry
 from wattgpu.serving.server import Server
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,7 @@ BAD = {  # name: (body, the field the answer must name)
 def server(root, tmp_path_factory):
     from wattgpu.evaluation.runner import target_rows
     from wattgpu.config import load_params
-    from wattgpu.modeling.replica import paper_model
+    from wattgpu.search.algorithms import best_record, build_estimator
     from wattgpu.stages.register import Candidate, catalogs, publish, training_table
 
     if not (root / "data/processed/measurements.csv").exists():
@@ -46,9 +46,13 @@ def server(root, tmp_path_factory):
         tracking.setup("wattgpu-test")
         table = training_table(root, load_params(root / "params.yaml").evaluate, catalogs(root))
         rows = target_rows(table, "power").groupby("gpu").head(30).reset_index(drop=True)
-        replica = Replica(power=XgbParams(max_depth=3, n_estimators=20))
-        cand = Candidate(paper_model("power", replica, seed=0, n_jobs=1), "test", "paper_replica", "paper_power",
-                         {}, "logo", 5.0, 15.0)
+        # The kind of model the search registers: the physics-informed trend + boosting (src/wattgpu/search).
+        hp = {"linear_scope": "server", "alpha": 1.0, "n_estimators": 40, "learning_rate": 0.1, "num_leaves": 7,
+              "min_child_samples": 5, "reg_lambda": 0.01, "colsample_bytree": 1.0}
+        best = best_record("power", "physics", "physics", hp, regime="logo", offline_batch=256.0,
+                           load_rho={"offline": 0.9, "server_low": 0.2, "server_high": 0.6}, inner_score=5.0,
+                           nested_mdape={"offline": 5.0, "server": 15.0})
+        cand = Candidate(build_estimator(best, seed=0), "test", "physics", "physics", hp, "logo", 5.0, 15.0)
         publish("power", rows, cand, Registry(), tmp / "power", catalogs(root), {})
         with Server("models:/wattgpu-power@champion", tracking.tracking_uri()) as srv:
             yield srv

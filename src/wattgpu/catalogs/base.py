@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Generic, TypeVar
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 import pandas as pd
+from pydantic import BaseModel, ValidationError
 
 from wattgpu.errors import CatalogError, UnknownNameError
 
 S = TypeVar("S")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate_entry(model: type[M], d: Mapping[str, Any], entry: str) -> M:
+    """Validate one catalog entry; a failure becomes a `CatalogError` naming `entry` and the first bad field."""
+    if not isinstance(d, Mapping):
+        raise CatalogError(entry, "<entry>", f"expected a mapping of fields, got {type(d).__name__}")
+    try:
+        return model.model_validate(d)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "<entry>"
+        raise CatalogError(entry, field, err["msg"]) from None
 
 
 def normalize_name(name: str) -> str:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from wattgpu import paths
-from wattgpu.catalogs.base import NamedCatalog, normalize_name  # noqa: F401 (re-exported)
+from wattgpu.catalogs.base import NamedCatalog, normalize_name, validate_entry  # noqa: F401 (re-exported)
 from wattgpu.errors import CatalogError
 
 FormFactor = Literal["SXM", "PCIe", "OAM", "superchip"]
@@ -93,14 +93,7 @@ class GpuSpec(BaseModel):
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any], entry: str) -> GpuSpec:
         """Validate one catalog entry; a failure becomes a `CatalogError` naming `entry` and the field."""
-        if not isinstance(d, Mapping):
-            raise CatalogError(entry, "<entry>", f"expected a mapping of fields, got {type(d).__name__}")
-        try:
-            return cls.model_validate(d)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or "<entry>"
-            raise CatalogError(entry, field, err["msg"]) from None
+        return validate_entry(cls, d, entry)
 
     def to_mapping(self) -> dict[str, Any]:
         """Plain dict in catalog field order (lists for aliases and sources), for YAML."""

@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from wattgpu import paths
-from wattgpu.catalogs.base import NamedCatalog, normalize_name  # one matching rule for every catalog
+from wattgpu.catalogs.base import NamedCatalog, normalize_name, validate_entry  # one matching rule for every catalog
 from wattgpu.errors import CatalogError, UnknownNameError
 
 TABLE_SOURCE = "wattgpu-catalogs/model_features.csv"
@@ -150,12 +150,7 @@ class LlmSpec(BaseModel):
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any], entry: str) -> LlmSpec:
         """Validate one entry; a failure becomes a `CatalogError` naming `entry` and the field."""
-        try:
-            return cls.model_validate(d)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or "<entry>"
-            raise CatalogError(entry, field, err["msg"]) from None
+        return validate_entry(cls, d, entry)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -156,6 +156,7 @@ class Objective:
             trial.report(float(np.mean(scores)), step)
             if trial.should_prune():
                 raise optuna.TrialPruned()
+        trial.set_user_attr("fold_scores", [float(x) for x in scores])  # for the selection's paired comparison
         return float(np.mean(scores))
 
 
@@ -186,6 +187,7 @@ class FoldOutcome:
     test: np.ndarray  # positions in the task's rows
     y_pred: np.ndarray
     trials: list[dict] = field(default_factory=list)
+    fold_scores: tuple[float, ...] = ()  # the best trial's score on each inner fold (its mean is inner_score)
 
 
 def study_name(task: StudyTask, fold: str) -> str:
@@ -255,7 +257,7 @@ def run_task(task: StudyTask, progress=None) -> list[FoldOutcome]:
             with np.errstate(over="ignore", invalid="ignore"):
                 y_pred = np.asarray(model.predict(task.rows.iloc[test]), dtype=float)
         outcomes.append(FoldOutcome(plan.outer.name, feature_set, params, float(best.value), test, y_pred,
-                                    trial_records(study)))
+                                    trial_records(study), tuple(best.user_attrs.get("fold_scores", ()))))
     return outcomes
 
 
@@ -266,13 +268,36 @@ def assert_inner_inside(plan: OuterPlan) -> None:
         assert set(f.train.tolist()) <= train and set(f.test.tolist()) <= train, f"{plan.outer.name}: inner leak"
 
 
-def select(outcomes: dict[str, list[FoldOutcome]]) -> list[tuple[str, FoldOutcome]]:
-    """Per outer fold, the algorithm whose best trial scored lowest on the inner CV (ties: first listed)."""
+def displaces(challenger: FoldOutcome, default: FoldOutcome) -> bool:
+    """The one-standard-error rule on paired inner folds: `challenger` beats `default` by more than one standard
+    error of their per-fold score differences (with one fold: by anything)."""
+    a, b = np.asarray(challenger.fold_scores, dtype=float), np.asarray(default.fold_scores, dtype=float)
+    if len(a) != len(b) or len(a) == 0:  # no per-fold record: compare the means
+        return challenger.inner_score < default.inner_score
+    diff = a - b
+    se = float(np.std(diff, ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    return float(np.mean(diff)) + se < 0
+
+
+def select(outcomes: dict[str, list[FoldOutcome]], default: str | None = None) -> list[tuple[str, FoldOutcome]]:
+    """Per outer fold, the algorithm whose best trial scored lowest on the inner CV (ties: first listed).
+
+    With a `default` algorithm, another one replaces it only where it `displaces` it (wins by more than one
+    standard error over the inner folds); among those, the lowest inner score. The best of a few noisy trials on
+    few inner folds is a biased estimate (the winner's curse), and the bias grows with how flexible the model is;
+    the rule keeps a small, uncertain inner win from swapping a structured model for a flexible one.
+    """
     by_fold: dict[str, list[tuple[str, FoldOutcome]]] = {}
     for algorithm, results in outcomes.items():
         for r in results:
             by_fold.setdefault(r.fold, []).append((algorithm, r))
-    return [min(cands, key=lambda c: c[1].inner_score) for _, cands in sorted(by_fold.items())]
+    chosen = []
+    for _, cands in sorted(by_fold.items()):
+        base = next((c for c in cands if c[0] == default), None)
+        if base is not None:
+            cands = [base] + [c for c in cands if c[0] != default and displaces(c[1], base[1])]
+        chosen.append(min(cands, key=lambda c: c[1].inner_score))
+    return chosen
 
 
 def tested_positions(plans: list[OuterPlan]) -> np.ndarray:
@@ -287,14 +312,15 @@ def _assemble(n: int, outcomes: list[FoldOutcome]) -> np.ndarray:
 
 
 def compare(rows: pd.DataFrame, target: str, plans: list[OuterPlan], outcomes: dict[str, list[FoldOutcome]],
-            algorithms: list[str], references: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict, list[dict]]:
+            algorithms: list[str], references: dict[str, np.ndarray],
+            default: str | None = None) -> tuple[pd.DataFrame, dict, list[dict]]:
     """Outer-test predictions of every algorithm, of the nested selection and of the reference models, all on
     the same rows (the union of the outer test folds); how often the selection chose each algorithm; and one
     record per (algorithm, outer fold) study."""
     from wattgpu.evaluation.runner import prediction_frame
 
     tested = tested_positions(plans)
-    choice = select({a: outcomes[a] for a in algorithms})
+    choice = select({a: outcomes[a] for a in algorithms}, default)
     chosen = {o.fold: a for a, o in choice}
     preds = {a: _assemble(len(rows), outcomes[a]) for a in algorithms}
     preds[SELECTION] = _assemble(len(rows), [o for _, o in choice])
@@ -309,7 +335,7 @@ def compare(rows: pd.DataFrame, target: str, plans: list[OuterPlan], outcomes: d
             states = Counter(t["state"] for t in o.trials)
             studies.append({
                 "target": target, "algorithm": algorithm, "fold": o.fold, "selected": chosen.get(o.fold) == algorithm,
-                "inner_score": o.inner_score,
+                "inner_score": o.inner_score, "inner_fold_scores": json.dumps([round(x, 4) for x in o.fold_scores]),
                 "outer_score": score(y_true[o.test], o.y_pred, labels[o.test]) if len(o.test) else np.nan,
                 "feature_set": o.feature_set, "hyperparameters": json.dumps(o.hyperparameters, sort_keys=True),
                 "trials_complete": states.get("COMPLETE", 0), "trials_pruned": states.get("PRUNED", 0),

@@ -148,11 +148,12 @@ def run_regime(name: str) -> dict:
     for target, t_rows in rows.items():
         refs = references(t_rows, target, ctx.params, regime)
         frame, selected[target], studies = compare(t_rows, target, plans[target], outcomes[target],
-                                                   algorithm_order(s), refs)
+                                                   algorithm_order(s), refs, s.default_algorithm)
         parts.append(frame)
         fold_rows += studies
     pred = pd.concat(parts, ignore_index=True)
     setup = {"profile": s.profile, "n_trials": s.active.n_trials, "inner_folds": s.active.inner_folds,
+             "default_algorithm": s.default_algorithm,
              "inner_cv": INNER_CV[regime.kind], "outer_folds": len(plans[next(iter(plans))]),
              "max_pairs": regime.max_pairs if regime.kind == "lopo" else None, "seed": seed}
     result = {"regime": name, "kind": regime.kind, "source": ev.source, "setup": setup,
@@ -270,6 +271,7 @@ def run_leaderboard() -> str:
     out = paths.resolve(OUT_DIR, root)
     (out / "leaderboard.md").write_text(text)
     write_csv(out / "leaderboard.csv", lb)
+    write_json(out / "verdict.json", leaderboard.verdict(lb))
     mlflow = tracking.setup(EXPERIMENT, root)
     with mlflow.start_run(run_name="search-leaderboard"):
         mlflow.set_tags({"stage": "search_leaderboard", "git_commit": tracking.git_commit(root)})
@@ -280,6 +282,7 @@ def run_leaderboard() -> str:
         mlflow.log_metrics(tracking.flatten(flat))
         mlflow.log_artifact(str(out / "leaderboard.md"))
         mlflow.log_artifact(str(out / "leaderboard.csv"))
+        mlflow.log_artifact(str(out / "verdict.json"))
     print(text)
     return text
 
