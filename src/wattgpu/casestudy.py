@@ -30,6 +30,7 @@ PAPER_GPUS = {"slow": "NVIDIA L4", "big": "NVIDIA H100 NVL", "small": "NVIDIA A3
 PAPER_POWER_GAP = 0.40  # "an H100 draws over 40 % more power than an A30"
 
 
+DEFAULT_MODELS = ("nested_selection", "paper_replica")  # what the registry serves (its nested figure) and the paper's
 PREDICTION_COLUMNS = ["source", "config_id", "replicate_id", "gpu", "llm", "scenario_label", "target", "model",
                       "y_true", "y_pred"]  # the evaluate stage's layout (evaluation.runner.prediction_frame)
 
@@ -50,7 +51,28 @@ def load_logo_predictions(root: Path | None = None) -> pd.DataFrame:
         frames.append(frame[~frame["model"].isin(BASELINE_MODELS)][PREDICTION_COLUMNS].assign(origin=rel.as_posix()))
     if not frames:
         return pd.DataFrame(columns=[*PREDICTION_COLUMNS, "origin"])
-    return pd.concat(frames, ignore_index=True)
+    out = pd.concat(frames, ignore_index=True)
+    # A model in several files (the replica is scored by both stages on the same LOGO folds): the first file's.
+    first = out.groupby("model")["origin"].transform("first")
+    return out[out["origin"] == first].reset_index(drop=True)
+
+
+def choose_models(pred: pd.DataFrame, models: list[str] | None) -> pd.DataFrame:
+    """The rows of `models`, in that order (`["all"]`: every model); None: the DEFAULT_MODELS present, or every
+    model when none is. An unknown name is an error that lists the available ones."""
+    from wattgpu.errors import WattgpuError
+
+    available = list(dict.fromkeys(pred["model"]))
+    if models is None:
+        models = [m for m in DEFAULT_MODELS if m in available] or available
+    elif models == ["all"]:
+        models = available
+    unknown = [m for m in models if m not in available]
+    if unknown:
+        raise WattgpuError(f"--models: no LOGO predictions for {unknown[0]!r}; available: {', '.join(available)}, all")
+    out = pred[pred["model"].isin(models)].copy()
+    out["model"] = pd.Categorical(out["model"], categories=models, ordered=True)
+    return out
 
 
 def case_table(pred: pd.DataFrame, measurements: pd.DataFrame, llm: str, max_itl_ms: float,
@@ -64,7 +86,7 @@ def case_table(pred: pd.DataFrame, measurements: pd.DataFrame, llm: str, max_itl
         return pd.DataFrame()
     keys = ["source", "config_id", "replicate_id"]
     wide = d.pivot_table(index=["model", "scenario_label", "gpu", *keys], columns="target",
-                         values=["y_true", "y_pred"], aggfunc="first")
+                         values=["y_true", "y_pred"], aggfunc="first", observed=True)
     wide.columns = [f"{t}_{v}" for v, t in wide.columns]
     load = measurements[[*keys, "request_rate_per_s", "output_tokens_mean"]].drop_duplicates(keys)
     wide = wide.reset_index().merge(load, on=keys, how="left", validate="many_to_one")
@@ -78,7 +100,7 @@ def case_table(pred: pd.DataFrame, measurements: pd.DataFrame, llm: str, max_itl
             "itl_y_true": "itl_measured_ms", "itl_y_pred": "itl_predicted_ms",
             "energy_y_true": "energy_measured_j", "energy_y_pred": "energy_predicted_j"}
     present = [c for c in cols if c in wide.columns]
-    out = (wide.groupby(["model", "scenario_label", "gpu"])[present].mean().rename(columns=cols).reset_index()
+    out = (wide.groupby(["model", "scenario_label", "gpu"], observed=True)[present].mean().rename(columns=cols).reset_index()
            .rename(columns={"scenario_label": "scenario"}))
     for c in ("itl_measured_ms", "itl_predicted_ms"):
         if c in out:
@@ -95,7 +117,9 @@ def case_table(pred: pd.DataFrame, measurements: pd.DataFrame, llm: str, max_itl
             out[f"meets_{kind}"] = meets.astype(object).where(server, None)
     order = {s: i for i, s in enumerate(scenarios)}
     out["_s"] = out["scenario"].map(order)
-    return out.sort_values(["model", "_s", "power_measured_w"]).drop(columns="_s").reset_index(drop=True)
+    out = out.sort_values(["model", "_s", "power_measured_w"]).drop(columns="_s").reset_index(drop=True)
+    out["model"] = out["model"].astype(str)
+    return out
 
 
 @dataclass(frozen=True)

@@ -586,11 +586,14 @@ def casestudy_cmd(
     llm: str = typer.Option("meta-llama/Llama-3.1-8B-Instruct", "--llm", help="a catalog LLM name or alias"),
     max_itl_ms: float = typer.Option(25.0, "--max-itl-ms", help="latency target for the 'meets' columns (ms)"),
     markdown: bool = typer.Option(False, "--markdown", help="print markdown (as pasted in the README)"),
+    models: str = typer.Option(None, "--models",
+                               help="comma-separated models, or 'all' [default: nested_selection,paper_replica]"),
 ) -> None:
     """The paper's case study: measured vs leave-one-GPU-out predicted power and ITL in the server scenarios."""
     from wattgpu import casestudy
 
-    table, key = _case_table(llm, max_itl_ms)
+    chosen = [m.strip() for m in models.split(",") if m.strip()] if models else None
+    table, key = _case_table(llm, max_itl_ms, models=chosen)
     if markdown:
         typer.echo(casestudy.to_markdown(table, max_itl_ms))
         return
@@ -613,7 +616,8 @@ def casestudy_cmd(
             console.print(f"- {v.claim}: measured {v.measured}, predicted {v.predicted} -> {v.verdict}")
 
 
-def _case_table(llm: str, max_itl_ms: float, scenarios: tuple[str, ...] = ("server_low", "server_high")):
+def _case_table(llm: str, max_itl_ms: float, scenarios: tuple[str, ...] = ("server_low", "server_high"),
+                models: list[str] | None = None):
     from wattgpu import casestudy
     from wattgpu.io import read_table
 
@@ -623,6 +627,7 @@ def _case_table(llm: str, max_itl_ms: float, scenarios: tuple[str, ...] = ("serv
     pred = casestudy.load_logo_predictions()
     if pred.empty:
         raise WattgpuError("no LOGO predictions under reports/: run `dvc repro evaluate@logo` first")
+    pred = casestudy.choose_models(pred, models)
     llms = _project_llms()
     key = llms.resolve(llm) if llms is not None else llm
     table = casestudy.case_table(pred, read_table(measurements), key, max_itl_ms, scenarios)
