@@ -113,10 +113,20 @@ def _versions(folder: Path) -> dict[str, str]:
         label = str(meta.get("version", meta.get("algorithm", "?")))
         entry = reg.get(t) if isinstance(reg.get(t), dict) else {}
         if entry.get("name") and entry.get("version") is not None:
-            alias = f" @{entry['alias']}" if entry.get("alias") else ""
-            label = f"{entry['name']} v{entry['version']}{alias} ({label})"
+            held = entry.get("folder_version", entry["version"])  # the folder holds the champion
+            alias = " @champion" if held == entry.get("champion_version") else (
+                f" @{entry['alias']}" if entry.get("alias") else "")
+            label = f"{entry['name']} v{held}{alias} ({label})"
         out[t] = label
     return out
+
+
+def _training_ranges(folder: Path) -> dict[str, list[float]]:
+    """The input ranges both models were trained on (meta.json `training_ranges`; {} for older folders)."""
+    from wattgpu import coverage
+
+    metas = [json.loads((folder / t / "meta.json").read_text()) for t in TARGET_DIRS]
+    return coverage.narrowest(m.get("training_ranges") or {} for m in metas)
 
 
 def _itl_error(folder: Path) -> float:
@@ -365,9 +375,11 @@ def predict_cmd(
     row = predict_cached(folder, [req], use_cache=not no_cache, extra=_scenario_variants(req))[0]
     versions = _versions(folder)
     memory = _memory_line(g_spec, l_spec, w)
+    extrapolation = _extrapolation([req], folder, model_gpus, model_llms)[0]
     if as_json:
         typer.echo(json.dumps({"request": req, "workload": _filled_workload(w), "prediction": row,
-                               "memory": memory, "models": versions}, indent=2, default=str))
+                               "memory": memory, "extrapolation": extrapolation, "models": versions},
+                              indent=2, default=str))
         return
     lines = [
         ("GPU", f"{row['gpu']}  ({g_origin})"),
@@ -378,11 +390,27 @@ def predict_cmd(
         ("throughput", f"{row['system_tokens_per_s']:.1f} tokens/s in all"),
         ("energy", f"{row['energy_per_token_j']:.3g} J per generated token"),
         ("memory", memory),
+        ("coverage", "not recorded with these models" if extrapolation is None else
+         ("EXTRAPOLATING: " + "; ".join(extrapolation)) if extrapolation
+         else "inside the range of the measured GPUs, LLMs and workloads"),
         ("models", ", ".join(f"{k}: {v}" for k, v in versions.items())),
     ]
     for k, v in lines:
         if v:
             typer.echo(f"{k:<11} {v}")
+
+
+def _extrapolation(requests: list[dict], folder: Path, gpus, llms, columns=None) -> list[list[str] | None]:
+    """Per request, the inputs outside the models' training ranges (wattgpu.coverage); None for model folders
+    that do not record their ranges."""
+    from wattgpu import coverage
+    from wattgpu.predict import validate
+
+    ranges = _training_ranges(folder)
+    if not ranges or not requests:
+        return [None for _ in requests]
+    rows = validate(requests, gpus, llms).to_dict("records")
+    return [coverage.outside(r, ranges, columns or tuple(coverage.COLUMNS)) for r in rows]
 
 
 def _predict_batch(folder: Path, input_csv: Path, output_csv: Path, chunk: int = 256) -> None:
@@ -412,6 +440,7 @@ def _predict_batch(folder: Path, input_csv: Path, output_csv: Path, chunk: int =
     out["resolved_gpu"], out["resolved_llm"] = pred["gpu"].to_numpy(), pred["llm"].to_numpy()
     for c in pred.columns.drop(["gpu", "llm", "scenario"]):
         out[c] = pred[c].to_numpy()
+    out["extrapolation"] = ["; ".join(n or []) for n in _extrapolation(records, folder, predictor.gpus, predictor.llms)]
     for t, v in predictor.versions.items():
         out[f"model_{t}"] = v
     output_csv = Path(output_csv)
@@ -501,6 +530,12 @@ def recommend_cmd(
     close = planner.near_target(rec.table, max_itl_ms, itl_error)
     versions = _versions(folder)
     llm_name = l_spec.key
+    from wattgpu import coverage
+
+    per_gpu = _extrapolation(requests, folder, model_gpus, model_llms, coverage.GPU_COLUMNS)
+    gpu_notes = {k: ns for k, ns in zip(labels, per_gpu) if ns}  # folders without ranges: no notes
+    others = tuple(c for c in coverage.COLUMNS if c not in coverage.GPU_COLUMNS)
+    shared = (_extrapolation(requests[:1], folder, model_gpus, model_llms, others)[0] if requests else None) or []
     if as_json:
         table = rec.table.astype(object).where(rec.table.notna(), None)
         records = table.to_dict("records")
@@ -509,15 +544,16 @@ def recommend_cmd(
             "itl_margin_pct": margin_pct,
             "memory_rule": planner.MemoryRule().describe(), "models": versions, "pick": rec.pick,
             "summary": rec.summary, "near_target": close, "itl_error_pct": round(100 * itl_error, 1),
+            "extrapolation": {"workload_and_llm": shared, "gpus": gpu_notes},
             "ranking": [r for r in records if r["status"] in (planner.STATUS_PICK, planner.STATUS_OK)],
             "excluded": [r for r in records if r["status"] not in (planner.STATUS_PICK, planner.STATUS_OK)],
         }, indent=2, default=str))
         return
-    _print_recommendation(rec, llm_name, w, versions, close, itl_error)
+    _print_recommendation(rec, llm_name, w, versions, close, itl_error, shared, gpu_notes)
 
 
 def _print_recommendation(rec, llm_name: str, w: dict[str, Any], versions: dict[str, str], close: list[str],
-                          itl_error: float) -> None:
+                          itl_error: float, shared: list[str], gpu_notes: dict[str, list[str]]) -> None:
     import pandas as pd
     from rich.console import Console
     from rich.table import Table
@@ -549,6 +585,11 @@ def _print_recommendation(rec, llm_name: str, w: dict[str, Any], versions: dict[
     if close:
         console.print(f"* predicted ITL within {100 * itl_error:.0f} % of the target (the ITL model's server MdAPE on "
                       f"unseen GPUs): {', '.join(close)}; the verdict could go either way.")
+    if shared:
+        console.print(f"EXTRAPOLATING for every GPU (outside the measured data): {'; '.join(shared)}.")
+    if gpu_notes:
+        console.print("extrapolated GPUs (specs outside the range of the measured GPUs'): "
+                      + "; ".join(f"{k} ({', '.join(ns)})" for k, ns in gpu_notes.items()) + ".")
     console.print(f"memory rule: {planner.MemoryRule().describe()}.  J/token = W/GPU x GPUs / tokens per s "
                   "(server: rate x output tokens; offline: 1 / ITL).")
     console.print("models: " + ", ".join(f"{k}: {v}" for k, v in versions.items()))

@@ -35,6 +35,7 @@ def models_dir(tmp_path_factory) -> Path:
     measurements = ROOT / paths.MEASUREMENTS
     if not measurements.exists() or not (ROOT / paths.LLM_CATALOG_TABLE).exists():
         pytest.skip("no measurement table: run `dvc repro catalog ingest`")
+    from wattgpu import coverage
     from wattgpu.catalogs.gpus import load_gpu_catalog
     from wattgpu.catalogs.llms import load_llm_catalog
     from wattgpu.config import XgbParams
@@ -54,8 +55,10 @@ def models_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("models")
     for target, features in (("power", power), ("itl", PAPER_ITL)):
         est = TargetRegressor(features, TARGETS[target], xgb(XgbParams(max_depth=5, n_estimators=60), 42, 2))
-        save_model_dir(out / target, est.fit(target_rows(rows, target)), gpus_file, llms_file,
-                       {"target": target, "version": f"test-{target}-1"})
+        t_rows = target_rows(rows, target)
+        save_model_dir(out / target, est.fit(t_rows), gpus_file, llms_file,
+                       {"target": target, "version": f"test-{target}-1",
+                        "training_ranges": coverage.training_ranges(t_rows)})
     return out
 
 
@@ -149,6 +152,18 @@ def test_batch_predict_writes_one_row_per_request(env):
     out = pd.read_csv(dst)
     assert len(out) == 3 and list(out["resolved_gpu"]) == ["NVIDIA A30", "NVIDIA H100 NVL", "NVIDIA L4"]
     assert out["power_w"].gt(0).all() and out["itl_ms"].gt(0).all() and set(out["model_power"]) == {"test-power-1"}
+    assert out["extrapolation"].isna().tolist() == [True, True, False]  # 1 request/s: above the measured 0.33
+
+
+def test_predict_flags_inputs_outside_the_training_ranges(env):
+    inside = json.loads(run("predict", "--gpu", "A30", "--llm", LLAMA, "--scenario", "server_high", "--json").stdout)
+    assert inside["extrapolation"] == []
+    res = run("predict", "--gpu", "B200", "--llm", LLAMA, "--scenario", "server", "--rate", "2",
+              "--prompt-tokens", "500")
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.stdout.splitlines() if x.startswith("coverage"))
+    assert "EXTRAPOLATING" in line and "TDP (W) 1000 > 700 measured" in line
+    assert "request rate (req/s) 2 > 0.33 measured" in line and "prompt tokens 500 >" in line
 
 
 def test_batch_error_names_the_row_and_field(env):
@@ -175,6 +190,16 @@ def test_recommend_json_over_the_measured_gpus(env):
     assert energies == sorted(energies)
     assert all(r["itl_ms"] <= 25 for r in out["ranking"])
     assert "90 %" in out["memory_rule"] and out["models"]["itl"] == "test-itl-1"
+    assert out["extrapolation"] == {"workload_and_llm": [], "gpus": {}}  # the measured GPUs, the paper's load
+
+
+def test_recommend_names_the_gpus_it_extrapolates_to(env):
+    res = run("recommend", "--llm", LLAMA, "--scenario", "server_high", "--max-itl-ms", "25", "--gpus",
+              "B200,A30", "--output-tokens", "2000", "--json")
+    assert res.exit_code == 0, res.output
+    ext = json.loads(res.stdout)["extrapolation"]
+    assert list(ext["gpus"]) == ["NVIDIA B200"] and any("TDP" in n for n in ext["gpus"]["NVIDIA B200"])
+    assert ext["workload_and_llm"] == ["output tokens 2000 > 258 measured"]
 
 
 def test_recommend_text_states_the_pick_and_the_rule(env):

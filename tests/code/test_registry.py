@@ -126,3 +126,21 @@ def test_register_twice_then_better_promotes_only_the_better(root, power_rows, t
     assert err.value.get_http_status_code() == 400
     body = json.loads(err.value.serialize_as_json())
     assert body["field"] == "gpu" and "unknown GPU 'RTX 9999'" in body["detail"] and "Traceback" not in body["message"]
+
+
+def test_a_challenger_that_is_not_promoted_leaves_the_champions_folder(root, power_rows, tmp_path, monkeypatch):
+    from wattgpu.stages.register import catalogs, publish
+
+    monkeypatch.setenv("WATTGPU_MLRUNS", str(tmp_path / "mlruns"))
+    tracking.setup("wattgpu-test")
+    folder = tmp_path / "power"
+    first = publish("power", power_rows, small_candidate(5.0, 15.0), RULE, folder, catalogs(root), {})
+    champion_bytes = (folder / "estimator.joblib").read_bytes()
+    # Other settings (so another fit), a worse FIXTURE score on the same rows: a challenger; the folder stays.
+    other = small_candidate(6.0, 16.0)
+    other.estimator.regressor.set_params(max_depth=2)
+    other.hyperparameters = {**other.hyperparameters, "max_depth": 2}
+    worse = publish("power", power_rows, other, RULE, folder, catalogs(root), {})
+    assert (worse["version"], worse["alias"], worse["folder_version"]) == (2, "challenger", first["version"])
+    assert (folder / "estimator.joblib").read_bytes() == champion_bytes
+    assert json.loads((folder / "meta.json").read_text())["hyperparameters"]["max_depth"] == 3

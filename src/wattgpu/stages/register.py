@@ -4,21 +4,26 @@ register it (`wattgpu-power`, `wattgpu-itl`) and promote it to champion only whe
 Reads reports/search/best_<target>.json (the search stage's winner on the primary regime, with its nested
 MdAPE). Until the search stage has written one, the PAPER REPLICA stands in (algorithm "paper_replica"), with
 the `evaluate` stage's figures on `registry.replica_regime`: it is not tuned, so those are honest held-out figures.
-Writes models/<target>/ (model folders) and models/registry.json (version, alias, decision, figures per target).
+Writes models/<target>/ and models/registry.json (version, alias, decision, figures per target). models/<target>/
+always holds the CHAMPION (what the planner and `wattgpu predict` use): a challenger that is not promoted is
+registered, and the champion's folder, as logged with its version, is put back.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from wattgpu import paths, registry, tracking
+from wattgpu import coverage, paths, registry, tracking
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import Evaluate, Params, Registry, load_params
+from wattgpu.errors import WattgpuError
 from wattgpu.evaluation.runner import ID_COLUMNS, prepare_rows, target_rows
 from wattgpu.io import read_table, write_json
 from wattgpu.model_store import save_model_dir
@@ -128,17 +133,36 @@ def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, fol
                                registry.rows_md5(rows[[*ID_COLUMNS, TARGETS[target].column]]))
     meta = {"target": target, "unit": TARGETS[target].unit, "origin": cand.origin, "algorithm": cand.algorithm,
             "feature_set": cand.feature_set, "hyperparameters": cand.hyperparameters, **training,
-            "training_rows": len(rows), "evaluation": figures.summary()}
+            "training_rows": len(rows), "training_ranges": coverage.training_ranges(rows),
+            "evaluation": figures.summary()}
     save_model_dir(folder, cand.estimator.fit(rows), catalogs.gpus_file, catalogs.llms_file, meta, catalogs.idle_power_w)
     with mlflow.start_run(run_name=f"register-{target}", nested=True):
         mlflow.log_params({k: meta[k] for k in ("target", "origin", "algorithm", "feature_set", "training_rows")})
         mlflow.log_params({f"hp.{k}": v for k, v in cand.hyperparameters.items()})
         mlflow.log_metrics({k: v for k, v in figures.summary().items() if isinstance(v, float)})
         info = pyfunc.log_model(target, folder)
-    return registry.register_version(
+    result = registry.register_version(
         mlflow.MlflowClient(), reg.names[target], info.model_uri, figures, reg,
         tags={"algorithm": cand.algorithm, "origin": cand.origin, "feature_set": cand.feature_set},
         model_description=DESCRIPTIONS[target])
+    if result["alias"] != registry.CHAMPION:
+        restore_champion(reg.names[target], folder)
+    return {**result, "folder_version": result["champion_version"]}
+
+
+def restore_champion(name: str, folder: Path) -> None:
+    """Replace `folder` with the model folder logged with `name`'s champion version."""
+    import mlflow
+
+    with tempfile.TemporaryDirectory() as tmp:
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{name}@{registry.CHAMPION}",
+                                                         dst_path=tmp))
+        found = sorted(local.glob("artifacts/*/meta.json"))
+        if len(found) != 1:
+            raise WattgpuError(f"{name}@{registry.CHAMPION}: expected one model folder in its artifacts, found "
+                               f"{len(found)}")
+        shutil.rmtree(folder)
+        shutil.copytree(found[0].parent, folder)
 
 
 def main() -> None:

@@ -1,0 +1,22 @@
+"""Training ranges and extrapolation notes on hand-written FIXTURE rows."""
+
+import math
+
+import pandas as pd
+
+from wattgpu import coverage
+
+
+def test_ranges_ignore_missing_values_and_narrowest_keeps_what_every_model_saw():
+    rows = pd.DataFrame({"gpu_tdp_w": [70.0, 700.0, 350.0], "request_rate_per_s": [math.nan, 0.017, 0.33]})
+    ranges = coverage.training_ranges(rows)
+    assert ranges == {"gpu_tdp_w": [70.0, 700.0], "request_rate_per_s": [0.017, 0.33]}
+    assert coverage.narrowest([ranges, {"gpu_tdp_w": [100.0, 800.0]}])["gpu_tdp_w"] == [100.0, 700.0]
+
+
+def test_outside_names_the_input_and_the_bound_and_skips_unknown_or_missing():
+    ranges = {"gpu_tdp_w": [70.0, 700.0], "request_rate_per_s": [0.017, 0.33], "output_tokens_mean": [5.0, 258.0]}
+    row = {"gpu_tdp_w": 1000.0, "request_rate_per_s": math.nan, "output_tokens_mean": 2.0, "n_gpus": 8}
+    assert coverage.outside(row, ranges) == ["TDP (W) 1000 > 700 measured", "output tokens 2 < 5 measured"]
+    assert coverage.outside(row, ranges, coverage.GPU_COLUMNS) == ["TDP (W) 1000 > 700 measured"]
+    assert coverage.outside({"gpu_tdp_w": 300.0}, ranges) == []
