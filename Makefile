@@ -22,12 +22,12 @@ setup: $(BIN)/wattgpu
 data: setup
 	$(BIN)/dvc pull -q $(wildcard data/raw/*.dvc)
 
-## Install, pull the raw data, run the whole pipeline, fill the planner's cache, print the data report and metrics.
+## Install, pull the raw data, run the whole pipeline, fill the planner's cache, print the data report and the headline results.
 run: data
 	$(BIN)/dvc repro
 	$(BIN)/wattgpu precompute
 	$(BIN)/wattgpu data-report
-	$(BIN)/dvc metrics show
+	$(BIN)/wattgpu results
 
 ## Install and run every test (code, data and integration tests).
 test: data

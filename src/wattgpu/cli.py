@@ -708,6 +708,36 @@ def data_report() -> None:
     typer.echo(path.read_text())
 
 
+@app.command("results")
+def results_cmd() -> None:
+    """The headline: nested MdAPE of what the search registers beside the paper replica (reports/search/
+    verdict.json), and the registered champions (models/registry.json)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    verdict_file = paths.resolve(paths.REPORTS_DIR / "search" / "verdict.json")
+    if not verdict_file.exists():
+        fail(f"{verdict_file} not found: run `dvc repro` (stage search_leaderboard) first")
+    verdict = json.loads(verdict_file.read_text())
+    table = Table(title="Nested MdAPE: rows no training, tuning or selection saw", title_justify="left")
+    for col in ("target", "regime", "scenario", "nested selection", "paper replica", "beats replica"):
+        table.add_column(col, justify="left" if col in ("target", "regime", "scenario") else "right")
+    for target in ("power", "itl"):
+        for regime, by in verdict.get(target, {}).items():
+            for scen, c in by.items():
+                table.add_row(target, regime.upper(), scen, f"{c['nested_mdape']:.1f} %", f"{c['replica_mdape']:.1f} %",
+                              "yes" if c["beats_replica"] else "NO")
+    console = Console(width=max(100, Console().width))
+    console.print(table)
+    registry_file = paths.resolve(Path("models") / "registry.json")
+    if registry_file.exists():
+        for target, e in json.loads(registry_file.read_text()).items():
+            held = e.get("folder_version", e["version"])
+            console.print(f"{e['name']}: champion v{e['champion_version']} (models/{target}/ holds v{held}); "
+                          f"newest v{e['version']}: {e['decision']}")
+    console.print("every figure: `dvc metrics show`; every algorithm: reports/search/leaderboard.md")
+
+
 def _gpus():
     try:
         return _project_gpus()

@@ -333,3 +333,21 @@ def test_casestudy_markdown(env):
     assert res.exit_code == 0, res.output
     assert "| NVIDIA L4 | server_low |" in res.stdout and "paper_replica" in res.stdout
     assert "least-energy GPU meeting 25 ms" in res.stdout
+
+
+def test_results_prints_the_verdict_and_the_champions(tmp_path, monkeypatch):
+    cell = {"nested_mdape": 2.0, "replica_mdape": 3.0, "beats_replica": True}  # FIXTURE figures
+    verdict = {"all_beat_replica": False, "power": {"logo": {"offline": cell, "server": {**cell, "nested_mdape": 4.0,
+                                                                                       "beats_replica": False}}}}
+    (tmp_path / "reports/search").mkdir(parents=True)
+    (tmp_path / "reports/search/verdict.json").write_text(json.dumps(verdict))
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models/registry.json").write_text(json.dumps({"power": {
+        "name": "wattgpu-power", "version": 2, "champion_version": 1, "folder_version": 1, "decision": "kept champion"}}))
+    monkeypatch.setenv("WATTGPU_ROOT", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "200")
+    res = run("results")
+    assert res.exit_code == 0, res.output
+    assert "2.0 %" in res.stdout and "NO" in res.stdout and "champion v1" in res.stdout
+    monkeypatch.setenv("WATTGPU_ROOT", str(tmp_path / "elsewhere"))
+    assert run("results").exit_code != 0
