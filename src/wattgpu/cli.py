@@ -113,10 +113,11 @@ def _versions(folder: Path) -> dict[str, str]:
         label = str(meta.get("version", meta.get("algorithm", "?")))
         entry = reg.get(t) if isinstance(reg.get(t), dict) else {}
         if entry.get("name") and entry.get("version") is not None:
-            held = entry.get("folder_version", entry["version"])  # the folder holds the champion
-            alias = " @champion" if held == entry.get("champion_version") else (
-                f" @{entry['alias']}" if entry.get("alias") else "")
-            label = f"{entry['name']} v{held}{alias} ({label})"
+            if entry.get("champion_version") is not None:  # the register stage keeps the champion in the folder
+                label = f"{entry['name']} v{entry['champion_version']} @champion ({label})"
+            else:
+                alias = f" @{entry['alias']}" if entry.get("alias") else ""
+                label = f"{entry['name']} v{entry['version']}{alias} ({label})"
         out[t] = label
     return out
 
@@ -375,7 +376,11 @@ def predict_cmd(
     row = predict_cached(folder, [req], use_cache=not no_cache, extra=_scenario_variants(req))[0]
     versions = _versions(folder)
     memory = _memory_line(g_spec, l_spec, w)
-    extrapolation = _extrapolation([req], folder, model_gpus, model_llms)[0]
+    from wattgpu import coverage
+    from wattgpu.predict import validate
+
+    ranges = _training_ranges(folder)
+    extrapolation = coverage.outside(validate([req], model_gpus, model_llms).iloc[0], ranges) if ranges else None
     if as_json:
         typer.echo(json.dumps({"request": req, "workload": _filled_workload(w), "prediction": row,
                                "memory": memory, "extrapolation": extrapolation, "models": versions},
@@ -400,24 +405,12 @@ def predict_cmd(
             typer.echo(f"{k:<11} {v}")
 
 
-def _extrapolation(requests: list[dict], folder: Path, gpus, llms, columns=None) -> list[list[str] | None]:
-    """Per request, the inputs outside the models' training ranges (wattgpu.coverage); None for model folders
-    that do not record their ranges."""
-    from wattgpu import coverage
-    from wattgpu.predict import validate
-
-    ranges = _training_ranges(folder)
-    if not ranges or not requests:
-        return [None for _ in requests]
-    rows = validate(requests, gpus, llms).to_dict("records")
-    return [coverage.outside(r, ranges, columns or tuple(coverage.COLUMNS)) for r in rows]
-
-
 def _predict_batch(folder: Path, input_csv: Path, output_csv: Path, chunk: int = 256) -> None:
     import pandas as pd
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from wattgpu import coverage
     from wattgpu.model_store import load_predictor
     from wattgpu.predict import validate
 
@@ -427,7 +420,7 @@ def _predict_batch(folder: Path, input_csv: Path, output_csv: Path, chunk: int =
         raise WattgpuError(f"{input_csv}: not a readable CSV: {exc}") from None
     predictor = load_predictor(folder / "power", folder / "itl")
     records = _known_to_models(frame.to_dict("records"), predictor)
-    validate(records, predictor.gpus, predictor.llms)  # every row checked before any work: errors name the row
+    checked = validate(records, predictor.gpus, predictor.llms)  # every row checked before any work; errors name it
     parts = []
     columns = (TextColumn("predicting"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
@@ -440,7 +433,8 @@ def _predict_batch(folder: Path, input_csv: Path, output_csv: Path, chunk: int =
     out["resolved_gpu"], out["resolved_llm"] = pred["gpu"].to_numpy(), pred["llm"].to_numpy()
     for c in pred.columns.drop(["gpu", "llm", "scenario"]):
         out[c] = pred[c].to_numpy()
-    out["extrapolation"] = ["; ".join(n or []) for n in _extrapolation(records, folder, predictor.gpus, predictor.llms)]
+    ranges = _training_ranges(folder)
+    out["extrapolation"] = ["; ".join(coverage.outside(r, ranges)) for _, r in checked.iterrows()]
     for t, v in predictor.versions.items():
         out[f"model_{t}"] = v
     output_csv = Path(output_csv)
@@ -508,6 +502,7 @@ def recommend_cmd(
     keys = list(dict.fromkeys(project_gpus.resolve(n) for n in names))
     specs = [project_gpus.get(k) for k in keys]
     w = _workload(scenario, rate, prompt_tokens, output_tokens, gpus_per_replica)
+    from wattgpu import coverage
     from wattgpu.predict import validate
 
     wf = _filled_workload(w)
@@ -520,8 +515,8 @@ def recommend_cmd(
             g_fields, _, _ = resolve_gpu(key, model_gpus, project_gpus)
             requests.append({**g_fields, **l_fields, **w})
             labels.append(key)
-    if requests:
-        validate(requests[:1], model_gpus, model_llms)  # a bad workload fails here, before loading any model
+    # A bad workload fails here, before loading any model; the rows also tell what lies outside the training data.
+    checked = validate(requests, model_gpus, model_llms) if requests else None
     extra = [v for r in requests for v in _scenario_variants(r)]
     rows = predict_cached(folder, requests, use_cache=not no_cache, extra=extra) if requests else []
     pred = pd.DataFrame(rows, columns=["gpu", *planner.PREDICTION_COLUMNS[1:]]).assign(gpu=labels)
@@ -530,12 +525,13 @@ def recommend_cmd(
     close = planner.near_target(rec.table, max_itl_ms, itl_error)
     versions = _versions(folder)
     llm_name = l_spec.key
-    from wattgpu import coverage
-
-    per_gpu = _extrapolation(requests, folder, model_gpus, model_llms, coverage.GPU_COLUMNS)
-    gpu_notes = {k: ns for k, ns in zip(labels, per_gpu) if ns}  # folders without ranges: no notes
-    others = tuple(c for c in coverage.COLUMNS if c not in coverage.GPU_COLUMNS)
-    shared = (_extrapolation(requests[:1], folder, model_gpus, model_llms, others)[0] if requests else None) or []
+    ranges = _training_ranges(folder)  # {} for folders without ranges: no notes
+    gpu_notes, shared = {}, []
+    if checked is not None:
+        gpu_notes = {k: ns for k, (_, r) in zip(labels, checked.iterrows())
+                     if (ns := coverage.outside(r, ranges, coverage.GPU_COLUMNS))}
+        others = tuple(c for c in coverage.COLUMNS if c not in coverage.GPU_COLUMNS)
+        shared = coverage.outside(checked.iloc[0], ranges, others)
     if as_json:
         table = rec.table.astype(object).where(rec.table.notna(), None)
         records = table.to_dict("records")
@@ -732,8 +728,7 @@ def results_cmd() -> None:
     registry_file = paths.resolve(Path("models") / "registry.json")
     if registry_file.exists():
         for target, e in json.loads(registry_file.read_text()).items():
-            held = e.get("folder_version", e["version"])
-            console.print(f"{e['name']}: champion v{e['champion_version']} (models/{target}/ holds v{held}); "
+            console.print(f"{e['name']}: champion v{e['champion_version']} (in models/{target}/); "
                           f"newest v{e['version']}: {e['decision']}")
     console.print("every figure: `dvc metrics show`; every algorithm: reports/search/leaderboard.md")
 

@@ -343,7 +343,7 @@ def test_results_prints_the_verdict_and_the_champions(tmp_path, monkeypatch):
     (tmp_path / "reports/search/verdict.json").write_text(json.dumps(verdict))
     (tmp_path / "models").mkdir()
     (tmp_path / "models/registry.json").write_text(json.dumps({"power": {
-        "name": "wattgpu-power", "version": 2, "champion_version": 1, "folder_version": 1, "decision": "kept champion"}}))
+        "name": "wattgpu-power", "version": 2, "champion_version": 1, "decision": "kept champion"}}))
     monkeypatch.setenv("WATTGPU_ROOT", str(tmp_path))
     monkeypatch.setenv("COLUMNS", "200")
     res = run("results")

@@ -141,6 +141,6 @@ def test_a_challenger_that_is_not_promoted_leaves_the_champions_folder(root, pow
     other.estimator.regressor.set_params(max_depth=2)
     other.hyperparameters = {**other.hyperparameters, "max_depth": 2}
     worse = publish("power", power_rows, other, RULE, folder, catalogs(root), {})
-    assert (worse["version"], worse["alias"], worse["folder_version"]) == (2, "challenger", first["version"])
+    assert (worse["version"], worse["alias"], worse["champion_version"]) == (2, "challenger", first["version"])
     assert (folder / "estimator.joblib").read_bytes() == champion_bytes
     assert json.loads((folder / "meta.json").read_text())["hyperparameters"]["max_depth"] == 3

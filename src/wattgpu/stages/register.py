@@ -146,8 +146,8 @@ def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, fol
         tags={"algorithm": cand.algorithm, "origin": cand.origin, "feature_set": cand.feature_set},
         model_description=DESCRIPTIONS[target])
     if result["alias"] != registry.CHAMPION:
-        restore_champion(reg.names[target], folder)
-    return {**result, "folder_version": result["champion_version"]}
+        restore_champion(reg.names[target], folder)  # the folder holds result["champion_version"]
+    return result
 
 
 def restore_champion(name: str, folder: Path) -> None:
