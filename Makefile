@@ -8,7 +8,7 @@ export DO_NOT_TRACK := 1
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: run test setup data repro clean-venv bench
+.PHONY: run test setup data repro clean-venv bench readme
 
 $(BIN)/wattgpu: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,3 +35,7 @@ test: data
 
 bench: setup
 	$(BIN)/python scripts/benchmark.py
+
+## Rewrite the README's generated blocks (figures, outputs) from the committed reports; commit both.
+readme: setup
+	$(BIN)/python -m wattgpu.reporting.readme

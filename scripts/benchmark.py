@@ -22,8 +22,8 @@ import pandas as pd
 from wattgpu import paths, tracking
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
-from wattgpu.predict import SCENARIOS
 from wattgpu.serving.server import Server
+from wattgpu.workload import PRESETS
 
 
 def batch_requests(n: int) -> list[dict]:
@@ -31,7 +31,7 @@ def batch_requests(n: int) -> list[dict]:
     gpus = load_gpu_catalog(paths.resolve(paths.GPU_CATALOG)).keys
     llms = load_llm_catalog(paths.resolve(paths.LLM_CATALOG_TABLE)).to_frame()
     dense = llms.loc[~llms["is_moe"].astype(bool), "key"].tolist()
-    combos = itertools.cycle(itertools.product(gpus, dense, [s for s in SCENARIOS if s != "server"]))
+    combos = itertools.cycle(itertools.product(gpus, dense, PRESETS))
     return [{"gpu": g, "llm": l, "scenario": s} for g, l, s in itertools.islice(combos, n)]
 
 

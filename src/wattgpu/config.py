@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from wattgpu.errors import WattgpuError
+from wattgpu.workload import OFFLINE_MAX_NUM_SEQS, PRESETS
 
 
 class Strict(BaseModel):
@@ -54,8 +55,8 @@ class Replica(Strict):
 class Evaluate(Strict):
     source: str = "wattcounts_processed"
     regimes: dict[str, Regime]
-    load_rho: dict[str, float] = {"offline": 0.9, "server_low": 0.2, "server_high": 0.6}
-    roofline_offline_batch: float = 256.0
+    load_rho: dict[str, float] = dict(zip(PRESETS, (0.9, 0.2, 0.6)))  # load-scaled TDP: share of TDP per preset
+    roofline_offline_batch: float = float(OFFLINE_MAX_NUM_SEQS)  # sequences decoded together offline
     replica: Replica = Replica()
     n_jobs: int = 2
 

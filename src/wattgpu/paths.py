@@ -30,6 +30,10 @@ MEASUREMENTS = PROCESSED_DIR / "measurements.csv"
 QUARANTINE = PROCESSED_DIR / "quarantine.csv"
 REPORTS_DIR = Path("reports")
 DATA_REPORT = REPORTS_DIR / "ingest" / "data_report.json"
+EVALUATE_DIR = REPORTS_DIR / "evaluate"  # evaluate@<regime> and tables
+SEARCH_DIR = REPORTS_DIR / "search"  # search@<regime>, search_best, search_leaderboard
+MODELS_DIR = Path("models")  # the registered champions: models/power/, models/itl/, models/registry.json
+OPTUNA_DIR = Path("optuna")  # Optuna studies (sqlite), resumable
 PARAMS = Path("params.yaml")
 
 

@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 
 from wattgpu.errors import RawDataError
-from wattgpu.sources import ADAPTERS
+from wattgpu.sources.adapters import ADAPTERS
 from wattgpu.sources.llm_inference_bench import read_llm_inference_bench
 from wattgpu.sources.mlenergy import read_mlenergy_legacy, read_mlenergy_v2
-from wattgpu.sources.schema import ITL_DERIVATIONS, POWER_DERIVATIONS, RAW_COLUMNS, SCENARIOS
+from wattgpu.sources.schema import ITL_DERIVATIONS, POWER_DERIVATIONS, RAW_COLUMNS
 from wattgpu.sources.wattcounts_original import parse_number_list, read_wattcounts_original
+from wattgpu.workload import RUN_KINDS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 SHARED = Path("/work/shared/datasets")
@@ -24,7 +25,7 @@ SHARED = Path("/work/shared/datasets")
 def assert_raw_tidy(df: pd.DataFrame) -> None:
     """The schema's columns in order, known scenarios and derivation labels."""
     assert list(df.columns) == list(RAW_COLUMNS)
-    assert set(df["scenario"]) <= set(SCENARIOS)
+    assert set(df["scenario"]) <= set(RUN_KINDS)
     assert set(df["itl_derivation"]) <= set(ITL_DERIVATIONS)
     assert set(df.loc[df["power_w_per_gpu"].notna(), "power_derivation"]) <= set(POWER_DERIVATIONS)
     assert not df.duplicated(["source", "config_id", "replicate_id"]).any()
@@ -154,12 +155,13 @@ def test_mlenergy_legacy_bad_number_names_file_line_and_field(tmp_path):
     assert (err.value.path, err.value.line, err.value.field) == (str(path), 3, "latency")
 
 
-@pytest.mark.parametrize("header", ["model,throughput,response_length,energy", "model,throughput,response_length,latency,energy,batch_size"])
-def test_mlenergy_legacy_missing_or_unhandled_column(tmp_path, header):
+@pytest.mark.parametrize("header, field", [("model,throughput,response_length,energy", "latency"),
+                                           ("model,throughput,response_length,latency,energy,batch_size", "batch_size")])
+def test_mlenergy_legacy_missing_or_unhandled_column(tmp_path, header, field):
     write(tmp_path / "legacy/A100_chat_benchmark.csv", header + "\n")
     with pytest.raises(RawDataError) as err:
         read_mlenergy_legacy(tmp_path)
-    assert err.value.line == 1 and err.value.field in ("latency", "batch_size")
+    assert (err.value.line, err.value.field) == (1, field)
 
 
 # ---------------------------------------------------------------- LLM-Inference-Bench
@@ -305,11 +307,11 @@ def test_registry_names_every_source_and_its_folder():
 
 
 def raw_folder(subdir: str) -> Path:
-    """The pulled DVC copy when present, else the shared read-only copy, else skip."""
+    """The pulled DVC copy when present, else the shared read-only copy; neither is a failure."""
     for root in (Path(__file__).parents[2] / "data" / "raw", SHARED):
         if (root / subdir).is_dir() and any((root / subdir).iterdir()):
             return root / subdir
-    pytest.skip(f"raw folder {subdir} not available")
+    pytest.fail(f"raw folder {subdir} not available: run `make data`")
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from wattgpu import casestudy
 from wattgpu.errors import WattgpuError
+from wattgpu.evaluation import casestudy
 
 COLUMNS = casestudy.PREDICTION_COLUMNS
 

@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 
-from wattgpu import coverage
+from wattgpu.modeling import coverage
 
 
 def test_ranges_ignore_missing_values_and_narrowest_keeps_what_every_model_saw():

@@ -47,8 +47,9 @@ def test_lopo_sample_of_pairs():
 
 
 def test_check_disjoint_catches_a_leak():
-    from wattgpu.evaluation.cv import Fold
     import numpy as np
+
+    from wattgpu.evaluation.cv import Fold
 
     leak = Fold("bad", np.arange(0, 10), np.arange(5, 12))
     with pytest.raises(AssertionError):

@@ -16,11 +16,12 @@ def fixture_rows(scenario_label="offline"):
         "gpu_boost_clock_mhz": 1980.0, "gpu_fp16_tensor_tflops": 989.0,
         "llm_total_params_b": 8.0, "llm_active_params_b": 8.0, "llm_num_layers": 32, "llm_hidden_size": 4096,
         "llm_num_attention_heads": 32, "llm_num_kv_heads": 8, "llm_head_dim": np.nan,
+        "prompt_tokens_mean": 14.0, "output_tokens_mean": 220.0, "gpu_memory_type": "HBM3",
     }])
 
 
 def test_paper_formulas():
-    f = engineer(fixture_rows()).iloc[0]
+    f = engineer(fixture_rows(), offline_batch=256).iloc[0]
     assert f["boost_ratio"] == pytest.approx(1980 / 1590)
     assert f["bandwidth_latency_s"] == pytest.approx(2 * 8 / 3350)
     assert f["compute_latency_s"] == pytest.approx(2 * 8e9 / 989e12)
@@ -37,7 +38,7 @@ def test_roofline_divides_by_batch_offline_only():
     srv = engineer(fixture_rows("server_high"), offline_batch=256).iloc[0]
     assert off["roofline_itl_s"] == pytest.approx(2 * 8 / 3350 / 256)
     assert srv["roofline_itl_s"] == pytest.approx(2 * 8 / 3350)
-    assert baselines.roofline_itl(engineer(fixture_rows("server_high")))[0] == pytest.approx(2 * 8 / 3350)
+    assert baselines.roofline_itl(engineer(fixture_rows("server_high"), offline_batch=256))[0] == pytest.approx(2 * 8 / 3350)
 
 
 def test_attention_free_llm_has_no_kv_cache():

@@ -172,8 +172,8 @@ def test_frame_round_trip_through_csv(tmp_path):
     cat = LlmCatalog([
         llm_spec_from_hf_config("acme/llama", {**LLAMA_31_8B, "_wattgpu_aliases": ["a", "b"]}),
         llm_spec_from_hf_config("acme/mixtral", MIXTRAL_8X7B, 46.7, "x", published_active_b=12.9),
-        llm_spec_from_hf_config("acme/rwkv", {"model_type": "rwkv", "hidden_size": 8, "num_hidden_layers": 1,
-                                              "vocab_size": 2}, 0.1),
+        llm_spec_from_hf_config("acme/rwkv", {"model_type": "rwkv", "hidden_size": 64, "num_hidden_layers": 1,
+                                              "vocab_size": 100}, 0.1),
     ])
     path = tmp_path / "llm_catalog.csv"
     cat.to_frame().to_csv(path, index=False, float_format="%.10g")
@@ -191,7 +191,7 @@ def test_shipped_config_files_build():
 def real_catalog():
     table = _dataset("wattgpu-catalogs/model_features.csv")
     if table is None:
-        pytest.skip("model_features.csv not available")
+        pytest.fail("model_features.csv not available: run `make data`")
     return build_llm_catalog(table, CONFIG_DIR, PUBLISHED)
 
 
@@ -200,7 +200,7 @@ def test_real_table_watt_counts_models(real_catalog):
     assert len(cat) >= 49
     wc = _dataset("wattcounts/watt_counts_processed.csv")
     if wc is None:
-        pytest.skip("watt_counts_processed.csv not available")
+        pytest.fail("watt_counts_processed.csv not available: run `make data`")
     models = pd.read_csv(wc, usecols=["model"])["model"].unique()
     specs = [cat.get(m) for m in models]
     assert len(specs) == 49
@@ -221,5 +221,5 @@ def test_real_catalog_covers_every_dataset_llm(real_catalog):
     if (bench := _dataset("llm-inference-bench/All_results.csv")) is not None:
         names |= set(pd.read_csv(bench, usecols=["Model"])["Model"].dropna())
     if not names:
-        pytest.skip("no measurement datasets available")
+        pytest.fail("no measurement datasets available: run `make data`")
     assert sorted(n for n in names if n not in cat) == []

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from wattgpu import planner
-from wattgpu.planner import LlmSize, MemoryRule, memory_fit, near_target, recommend
+from wattgpu.planning import planner
+from wattgpu.planning.planner import LlmSize, MemoryRule, memory_fit, near_target, recommend
 
 # FIXTURE: four made-up GPUs; an 8 B-parameter LLM needs 16 GB of FP16 weights.
 GPUS = pd.DataFrame({"gpu": ["big", "mid", "small", "tiny"], "memory_gb": [80.0, 24.0, 24.0, 16.0]})

@@ -10,8 +10,9 @@ import pytest
 
 from wattgpu.catalogs.gpus import dump_gpu_catalog, parse_gpu_catalog
 from wattgpu.catalogs.llms import LlmCatalog, LlmSpec
-from wattgpu.model_store import load_predictor, save_model_dir
-from wattgpu.predict import KNOWN_FIELDS, Predictor, RequestError, validate
+from wattgpu.modeling.predictor import Predictor
+from wattgpu.modeling.store import load_predictor, save_model_dir
+from wattgpu.request import KNOWN_FIELDS, RequestError, validate
 
 # FIXTURE: one made-up GPU (H100-like figures) and two made-up LLMs, one dense and one MoE.
 GPUS = parse_gpu_catalog({"gpus": [{
@@ -143,7 +144,7 @@ class FixtureModel:
 
 
 def fixture_predictor(**kw) -> Predictor:
-    return Predictor({"power": FixtureModel("power"), "itl": FixtureModel("itl")}, GPUS, LLMS, **kw)
+    return Predictor({"power": FixtureModel("power"), "itl": FixtureModel("itl")}, GPUS, LLMS, offline_batch=256, **kw)
 
 
 def test_derived_outputs_follow_their_formulas():
@@ -163,8 +164,8 @@ def test_derived_outputs_follow_their_formulas():
 
 
 def test_idle_power_reaches_catalog_gpus_only():
-    rows = fixture_predictor(idle_power_w={"FIXTURE GPU X1": 70.0}).rows(
-        [BY_NAME, {**GPU_SPEC, "llm": "dense8", "scenario": "offline"}])
+    predictor = fixture_predictor(idle_power_w={"FIXTURE GPU X1": 70.0})
+    rows = predictor.features(predictor.validate([BY_NAME, {**GPU_SPEC, "llm": "dense8", "scenario": "offline"}]))
     assert rows["idle_power_ratio"].iloc[0] == pytest.approx(0.1) and np.isnan(rows["idle_power_ratio"].iloc[1])
 
 

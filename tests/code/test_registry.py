@@ -65,15 +65,13 @@ def test_rows_fingerprint_sees_values_and_order():
 # --- a real register: a small fit on real rows, in a temporary sqlite store -----------------------------------
 
 @pytest.fixture(scope="module")
-def power_rows(root):
-    """A few real rows per GPU (enough for a small fit, seconds not minutes)."""
+def power_rows(pipeline):
+    """A few real rows per GPU (enough for a small fit, seconds not minutes), from the test pipeline's table."""
     from wattgpu.config import load_params
     from wattgpu.evaluation.runner import target_rows
     from wattgpu.stages.register import catalogs, training_table
 
-    if not (root / "data/processed/measurements.csv").exists():
-        pytest.skip("data/processed/measurements.csv missing: run `dvc repro ingest`")
-    table = training_table(root, load_params(root / "params.yaml").evaluate, catalogs(root))
+    table = training_table(pipeline, load_params(pipeline / "params.yaml").evaluate, catalogs(pipeline))
     return target_rows(table, "power").groupby("gpu").head(30).reset_index(drop=True)
 
 
@@ -86,13 +84,13 @@ def small_candidate(offline: float, server: float):
                      replica.power.model_dump(), "logo", offline, server)
 
 
-def test_register_twice_then_better_promotes_only_the_better(root, power_rows, tmp_path, monkeypatch):
+def test_register_twice_then_better_promotes_only_the_better(pipeline, power_rows, tmp_path, monkeypatch):
     from wattgpu.stages.register import catalogs, publish
 
     monkeypatch.setenv("WATTGPU_MLRUNS", str(tmp_path / "mlruns"))
     mlflow = tracking.setup("wattgpu-test")
     client = mlflow.MlflowClient()
-    first = publish("power", power_rows, small_candidate(5.0, 15.0), RULE, tmp_path / "power", catalogs(root), {})
+    first = publish("power", power_rows, small_candidate(5.0, 15.0), RULE, tmp_path / "power", catalogs(pipeline), {"offline_batch": 256.0})
     assert (first["version"], first["alias"], first["decision"]) == (1, "champion", "first champion")
     meta = json.loads((tmp_path / "power" / "meta.json").read_text())
     assert meta["training_rows"] == len(power_rows) and meta["evaluation"]["score"] == 10.0
@@ -128,19 +126,19 @@ def test_register_twice_then_better_promotes_only_the_better(root, power_rows, t
     assert body["field"] == "gpu" and "unknown GPU 'RTX 9999'" in body["detail"] and "Traceback" not in body["message"]
 
 
-def test_a_challenger_that_is_not_promoted_leaves_the_champions_folder(root, power_rows, tmp_path, monkeypatch):
+def test_a_challenger_that_is_not_promoted_leaves_the_champions_folder(pipeline, power_rows, tmp_path, monkeypatch):
     from wattgpu.stages.register import catalogs, publish
 
     monkeypatch.setenv("WATTGPU_MLRUNS", str(tmp_path / "mlruns"))
     tracking.setup("wattgpu-test")
     folder = tmp_path / "power"
-    first = publish("power", power_rows, small_candidate(5.0, 15.0), RULE, folder, catalogs(root), {})
+    first = publish("power", power_rows, small_candidate(5.0, 15.0), RULE, folder, catalogs(pipeline), {"offline_batch": 256.0})
     champion_bytes = (folder / "estimator.joblib").read_bytes()
     # Other settings (so another fit), a worse FIXTURE score on the same rows: a challenger; the folder stays.
     other = small_candidate(6.0, 16.0)
     other.estimator.regressor.set_params(max_depth=2)
     other.hyperparameters = {**other.hyperparameters, "max_depth": 2}
-    worse = publish("power", power_rows, other, RULE, folder, catalogs(root), {})
+    worse = publish("power", power_rows, other, RULE, folder, catalogs(pipeline), {"offline_batch": 256.0})
     assert (worse["version"], worse["alias"], worse["champion_version"]) == (2, "challenger", first["version"])
     assert (folder / "estimator.joblib").read_bytes() == champion_bytes
     assert json.loads((folder / "meta.json").read_text())["hyperparameters"]["max_depth"] == 3

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from wattgpu import report
 from wattgpu.cli import app
+from wattgpu.reporting import html as report
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY = {"mdape": 5.0, "mape": 6.0, "pearson_r": 0.95, "gpu_tau": 0.8, "llm_tau": 0.7, "top1_gpu": 0.5, "n_rows": 10}
@@ -90,10 +90,8 @@ def test_markdown_tables_and_escaping():
     assert "<li>item <code>code</code></li>" in html
 
 
-def test_cli_report_on_the_real_outputs(tmp_path, monkeypatch):
-    if not (ROOT / "reports" / "evaluate" / "logo" / "metrics.json").exists():
-        pytest.skip("no evaluation outputs: run `dvc repro`")
-    monkeypatch.setenv("WATTGPU_ROOT", str(ROOT))
+def test_cli_report_on_the_real_outputs(pipeline, tmp_path, monkeypatch):
+    monkeypatch.setenv("WATTGPU_ROOT", str(pipeline))
     out = tmp_path / "report.html"
     res = CliRunner().invoke(app, ["report", "--output", str(out)])
     assert res.exit_code == 0, res.output

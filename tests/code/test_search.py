@@ -12,15 +12,26 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from wattgpu.config import AlgorithmSpace, Regime, Search, load_params
-from wattgpu.features import engineer
-from wattgpu.modeling.targets import TARGETS
-from wattgpu.search import physics
-from wattgpu.search.algorithms import ALGORITHMS, best_record, build_estimator, make_estimator
+from wattgpu.features import FEATURE_SETS, PHYSICS, engineer
+from wattgpu.modeling.algorithms import ALGORITHMS, best_record, build_estimator, make_estimator
+from wattgpu.modeling.targets import TARGETS, physics_target
+from wattgpu.modeling.trendboost import TrendBoost
 from wattgpu.search.nested import (
-    FoldOutcome, Settings, StudyTask, all_rows_plan, assert_inner_inside, inner_folds, nested_plan, run_task,
-    score, select,
+    FoldOutcome,
+    Settings,
+    StudyTask,
+    all_rows_plan,
+    assert_inner_inside,
+    inner_folds,
+    nested_plan,
+    run_task,
+    score,
+    select,
 )
 
 RHO = {"offline": 0.9, "server_low": 0.2, "server_high": 0.6}
@@ -50,7 +61,7 @@ def fixture_rows(seed: int = 0) -> pd.DataFrame:
             "llm_num_layers": layers, "llm_hidden_size": 128 * layers, "llm_num_attention_heads": 16,
             "llm_num_kv_heads": 8, "llm_head_dim": 128, "llm_family": "fixture",
         })
-    rows = physics.add_features(engineer(pd.DataFrame(records)))
+    rows = engineer(pd.DataFrame(records), offline_batch=256)
     noise = rng.normal(0, 0.03, len(rows))
     rows["power_w_per_gpu"] = rows["gpu_tdp_w"] * rows["scenario_label"].map(RHO) * (1 + noise)
     rows["itl_s"] = rows["physics_itl_s"] * (2.0 + rows["llm_num_layers"] / 40) * (1 + noise)
@@ -117,20 +128,20 @@ def test_each_algorithm_fits_and_predicts_from_its_first_trial(rows, search, alg
 
 
 def test_search_models_never_see_measured_idle_power():
-    for sets in physics.FEATURE_SETS.values():
+    for sets in FEATURE_SETS.values():
         for fs in sets.values():
             assert not any("idle" in c for c in fs.columns), fs.name
 
 
 def test_physics_features_ignore_every_target(rows):
     scrambled = rows.drop(columns=["power_w_per_gpu", "itl_s"]).assign(power_w_per_gpu=1.0, itl_s=np.nan)
-    cols = list(physics.PHYSICS.columns)
-    pd.testing.assert_frame_equal(physics.add_features(scrambled)[cols], rows[cols])
+    cols = list(PHYSICS.columns)
+    pd.testing.assert_frame_equal(engineer(scrambled, offline_batch=256)[cols], rows[cols])
 
 
 @pytest.mark.parametrize("target", ["power", "itl"])
 def test_physics_target_round_trips(rows, target):
-    enc = physics.physics_target(target, RHO)
+    enc = physics_target(target, RHO)
     y = rows[TARGETS[target].column].to_numpy()
     np.testing.assert_allclose(enc.decode(rows, enc.encode(rows, y)), y)
 
@@ -193,9 +204,7 @@ def test_build_estimator_round_trips_the_best_json(rows):
     loaded = json.loads(json.dumps(record))
     rebuilt = build_estimator(loaded, seed=7)
     direct = make_estimator("physics", "power", "physics", hp, seed=7, load_rho=RHO)
-    base = rows.drop(columns=[physics.MARKER])
-    # the rebuilt estimator adds the physics features itself, so rows straight from features.engineer do
-    np.testing.assert_allclose(rebuilt.fit(base).predict(base), direct.fit(rows).predict(rows))
+    np.testing.assert_allclose(rebuilt.fit(rows).predict(rows), direct.fit(rows).predict(rows))
     assert rebuilt.regressor.get_params()["alpha"] == 2.5
 
 
@@ -211,8 +220,9 @@ def test_search_params_reject_unknown_keys_and_first_trials_off_the_space(search
 
 
 def test_compare_scores_every_model_on_the_same_outer_test_rows_and_the_leaderboard_reads_it(rows):
+    from wattgpu.evaluation import leaderboard
     from wattgpu.evaluation.runner import metrics_table
-    from wattgpu.search import leaderboard
+    from wattgpu.reporting.leaderboard import markdown
     from wattgpu.search.nested import compare
 
     plans = nested_plan(rows, Regime(kind="lopo", max_pairs=3), inner_splits=2, seed=1)
@@ -230,7 +240,7 @@ def test_compare_scores_every_model_on_the_same_outer_test_rows_and_the_leaderbo
     lb = leaderboard.frame({"lopo": result})
     sel = lb[lb["model"] == leaderboard.SELECTION].iloc[0]
     assert sel["offline_mdape"] == pytest.approx(1.0) and sel["offline_beats_replica"]
-    text = leaderboard.markdown(lb, {"lopo": result}, {}, ["good", "bad"])
+    text = markdown(lb, {"lopo": result}, {}, ["good", "bad"])
     assert "sample of 3 (GPU, LLM) pairs" in text and "nested selection" in text
     verdict = leaderboard.verdict(lb)  # selection 1 % off, replica 10 % off
     assert verdict["all_beat_replica"] and verdict["power"]["lopo"]["offline"]["replica_mdape"] == pytest.approx(10.0)
@@ -245,3 +255,40 @@ def test_the_final_algorithm_is_the_one_most_outer_folds_chose():
     assert choose_algorithm({"physics": 7, "extra_trees": 1}, scores) == "physics"
     assert choose_algorithm({"physics": 4, "extra_trees": 4}, scores) == "extra_trees"  # tie: inner score
     assert choose_algorithm({}, scores) == "extra_trees"
+
+
+# ------------------------------------------------------------------------------------------------ estimators
+
+
+@parametrize_with_checks([TrendBoost(n_estimators=10)])
+def test_trendboost_passes_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_every_candidate_clones_refuses_to_predict_unfitted_and_fit_returns_itself(rows, search, algorithm):
+    space = search.algorithms[algorithm]
+    first = dict(space.first_trials[0])
+    feature_set = first.pop("feature_set", space.feature_sets[0])
+    est = make_estimator(algorithm, "itl", feature_set, first, seed=3, load_rho=RHO)
+    twin = clone(est)
+    assert twin.get_params().keys() == est.get_params().keys() and twin is not est
+    with pytest.raises(NotFittedError):
+        est.predict(rows)
+    assert est.fit(rows) is est
+    np.testing.assert_allclose(clone(est).fit(rows).predict(rows), est.predict(rows))  # same seed, same fit
+
+
+def test_the_nested_choice_does_not_move_when_outer_test_targets_are_perturbed(rows, search, tmp_path):
+    """Tuning sees outer-training rows only: scaling the held-out GPU's targets by 3 changes its errors, never the
+    hyperparameters, the inner scores or the predictions chosen for it."""
+    task = _task(rows, search, tmp_path, "physics", "plain")
+    held_out = task.plans[0].outer.test
+    perturbed = rows.copy()
+    perturbed.loc[perturbed.index[held_out], "power_w_per_gpu"] *= 3
+    moved = StudyTask(perturbed, task.plans, task.target, task.algorithm, task.space, task.settings,
+                      tmp_path / "perturbed.db", task.fingerprint)
+    a, b = run_task(task)[0], run_task(moved)[0]  # the fold whose test rows moved (others train on them)
+    assert (a.hyperparameters, a.inner_score, a.fold_scores) == (b.hyperparameters, b.inner_score, b.fold_scores)
+    np.testing.assert_array_equal(a.y_pred, b.y_pred)
+    assert [t["value"] for t in a.trials] == [t["value"] for t in b.trials]

@@ -7,9 +7,10 @@ from wattgpu import paths
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import build_llm_catalog
 from wattgpu.config import load_params
-from wattgpu.sources.schema import ITL_DERIVATIONS, KEY, POWER_DERIVATIONS, QUARANTINE_REASONS, SCENARIOS
+from wattgpu.sources.schema import ITL_DERIVATIONS, KEY, POWER_DERIVATIONS, QUARANTINE_REASONS
 from wattgpu.stages import catalog as catalog_stage
 from wattgpu.stages import ingest
+from wattgpu.workload import RUN_KINDS
 
 pytestmark = pytest.mark.data
 
@@ -60,7 +61,7 @@ def test_units_in_range_and_labels_known(built, root):
     assert table["itl_s"].dropna().between(1e-6, 20).all()
     assert (table["output_tokens_mean"] > 0).all()
     assert (table["throughput_tok_s"].dropna() > 0).all()
-    assert set(table["scenario"]) <= set(SCENARIOS)
+    assert set(table["scenario"]) <= set(RUN_KINDS)
     assert set(table["itl_derivation"]) <= set(ITL_DERIVATIONS)
     with_power = table["power_w_per_gpu"].notna()
     assert set(table.loc[with_power, "power_derivation"]) <= set(POWER_DERIVATIONS)

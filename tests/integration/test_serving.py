@@ -31,29 +31,27 @@ BAD = {  # name: (body, the field the answer must name)
 
 
 @pytest.fixture(scope="module")
-def server(root, tmp_path_factory):
-    from wattgpu.evaluation.runner import target_rows
+def server(pipeline, tmp_path_factory):
     from wattgpu.config import load_params
-    from wattgpu.search.algorithms import best_record, build_estimator
+    from wattgpu.evaluation.runner import target_rows
+    from wattgpu.modeling.algorithms import best_record, build_estimator
     from wattgpu.stages.register import Candidate, catalogs, publish, training_table
 
-    if not (root / "data/processed/measurements.csv").exists():
-        pytest.skip("data/processed/measurements.csv missing: run `dvc repro ingest`")
     tmp = tmp_path_factory.mktemp("serving")
     mp = pytest.MonkeyPatch()
     mp.setenv("WATTGPU_MLRUNS", str(tmp / "mlruns"))
     try:
         tracking.setup("wattgpu-test")
-        table = training_table(root, load_params(root / "params.yaml").evaluate, catalogs(root))
+        table = training_table(pipeline, load_params(pipeline / "params.yaml").evaluate, catalogs(pipeline))
         rows = target_rows(table, "power").groupby("gpu").head(30).reset_index(drop=True)
-        # The kind of model the search registers: the physics-informed trend + boosting (src/wattgpu/search).
+        # The kind of model the search registers: the physics-informed trend + boosting (src/wattgpu/modeling).
         hp = {"linear_scope": "server", "alpha": 1.0, "n_estimators": 40, "learning_rate": 0.1, "num_leaves": 7,
               "min_child_samples": 5, "reg_lambda": 0.01, "colsample_bytree": 1.0}
         best = best_record("power", "physics", "physics", hp, regime="logo", offline_batch=256.0,
                            load_rho={"offline": 0.9, "server_low": 0.2, "server_high": 0.6}, inner_score=5.0,
                            nested_mdape={"offline": 5.0, "server": 15.0})
         cand = Candidate(build_estimator(best, seed=0), "test", "physics", "physics", hp, "logo", 5.0, 15.0)
-        publish("power", rows, cand, Registry(), tmp / "power", catalogs(root), {})
+        publish("power", rows, cand, Registry(), tmp / "power", catalogs(pipeline), {"offline_batch": 256.0})
         with Server("models:/wattgpu-power@champion", tracking.tracking_uri()) as srv:
             yield srv
     finally:

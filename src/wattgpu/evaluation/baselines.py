@@ -2,7 +2,7 @@
 
 - tdp:             power = TDP.
 - load_scaled_tdp: power = rho(scenario) x TDP (rho in params.yaml: 0.9 offline, 0.2 / 0.6 server).
-- roofline:        ITL = 2 bytes x params / bandwidth, divided by the offline batch (256) offline.
+- roofline:        ITL = 2 bytes x params / bandwidth, divided by the offline batch offline.
 """
 
 from __future__ import annotations
@@ -10,16 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from wattgpu.features import load_scaled_tdp_w
+
 
 def tdp(rows: pd.DataFrame) -> np.ndarray:
     return rows["gpu_tdp_w"].to_numpy(dtype=float)
 
 
 def load_scaled_tdp(rows: pd.DataFrame, rho: dict[str, float]) -> np.ndarray:
-    unknown = set(rows["scenario_label"]) - set(rho)
-    if unknown:
-        raise ValueError(f"load_rho has no value for scenario(s) {sorted(unknown)}; it has {sorted(rho)}")
-    return rows["scenario_label"].map(rho).to_numpy(dtype=float) * tdp(rows)
+    return load_scaled_tdp_w(rows, rho)
 
 
 def roofline_itl(rows: pd.DataFrame) -> np.ndarray:

@@ -11,12 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau, pearsonr
 
-SCENARIO_GROUPS = {
-    "offline": ("offline",),
-    "server": ("server_low", "server_high"),
-    "server_low": ("server_low",),
-    "server_high": ("server_high",),
-}
+from wattgpu.workload import SCENARIO_GROUPS
 
 
 def ape(df: pd.DataFrame) -> pd.Series:

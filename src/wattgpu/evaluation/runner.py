@@ -14,11 +14,9 @@ from wattgpu.evaluation.cv import check_disjoint, folds
 from wattgpu.features import attach_specs, engineer
 from wattgpu.modeling.targets import TARGETS
 
-ID_COLUMNS = ["source", "config_id", "replicate_id", "gpu", "llm", "scenario_label"]
-
 
 def prepare_rows(table: pd.DataFrame, gpus, llms, *, source: str | None, dense_only: bool,
-                 idle_power_w: dict[str, float] | None = None, offline_batch: float = 256.0) -> pd.DataFrame:
+                 offline_batch: float, idle_power_w: dict[str, float] | None = None) -> pd.DataFrame:
     """Measurement rows with catalog specs and engineered features, filtered to one source."""
     rows = table if source is None else table[table["source"] == source]
     if dense_only:
@@ -56,15 +54,6 @@ def cross_predict(rows: pd.DataFrame, make_model: Callable[[], object], regime: 
         if progress:
             progress(fold.name)
     return result
-
-
-def prediction_frame(rows: pd.DataFrame, target: str, model: str, y_pred: np.ndarray) -> pd.DataFrame:
-    out = rows[ID_COLUMNS].copy()
-    out["target"] = target
-    out["model"] = model
-    out["y_true"] = rows[TARGETS[target].column].to_numpy(dtype=float)
-    out["y_pred"] = y_pred
-    return out
 
 
 def metrics_table(predictions: pd.DataFrame) -> dict:

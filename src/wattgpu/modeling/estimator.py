@@ -9,6 +9,7 @@ from sklearn.compose import ColumnTransformer
 from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OrdinalEncoder, StandardScaler
+from sklearn.utils.validation import check_is_fitted
 
 from wattgpu.features import FeatureSet
 from wattgpu.modeling.targets import Target
@@ -31,7 +32,7 @@ def preprocessor(features: FeatureSet, scale: bool = False) -> ColumnTransformer
     return ColumnTransformer(parts, verbose_feature_names_out=False)
 
 
-class TargetRegressor(BaseEstimator, RegressorMixin):
+class TargetRegressor(RegressorMixin, BaseEstimator):
     """Fit `regressor` on `features` of rows to the encoded target; predict decodes to W or s."""
 
     def __init__(self, features: FeatureSet, target: Target, regressor, scale: bool = False):
@@ -50,6 +51,7 @@ class TargetRegressor(BaseEstimator, RegressorMixin):
         return self
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
+        check_is_fitted(self, "pipeline_")
         z = self.pipeline_.predict(self._frame(rows))
         return self.target.decode(rows, z)
 

@@ -1,2 +1,2 @@
-"""Nested Optuna search over algorithms and feature sets: candidates, physics-informed model, nested
-evaluation and the leaderboard. Stages in wattgpu.stages.search."""
+"""The nested Optuna search: folds, objective, studies and the per-fold algorithm selection. Stages in
+wattgpu.stages.search; the models it searches over live in wattgpu.modeling."""

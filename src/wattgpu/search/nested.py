@@ -23,9 +23,11 @@ from sklearn.model_selection import KFold
 
 from wattgpu.config import AlgorithmSpace, Regime
 from wattgpu.evaluation.cv import Fold, folds
+from wattgpu.evaluation.leaderboard import PLAIN_SELECTION, SELECTION
+from wattgpu.evaluation.predictions import prediction_frame
+from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.targets import TARGETS
-from wattgpu.search.algorithms import make_estimator, suggest
-from wattgpu.search.leaderboard import SELECTION
+from wattgpu.search.space import suggest
 
 FAILED_SCORE = 1e6  # a trial whose predictions are not finite scores this (worse than any real MdAPE)
 
@@ -124,7 +126,6 @@ class Settings:
     n_trials: int
     n_jobs: int = 1
     pruner_startup_trials: int = 2
-    offline_batch: float = 256.0
     load_rho: tuple[tuple[str, float], ...] = ()
 
 
@@ -141,7 +142,7 @@ class Objective:
     def estimator(self, feature_set: str, hp: dict):
         s = self.settings
         return make_estimator(self.algorithm, self.target, feature_set, hp, seed=s.seed, n_jobs=s.n_jobs,
-                              offline_batch=s.offline_batch, load_rho=dict(s.load_rho))
+                              load_rho=dict(s.load_rho))
 
     def __call__(self, trial) -> float:
         import optuna
@@ -314,16 +315,17 @@ def _assemble(n: int, outcomes: list[FoldOutcome]) -> np.ndarray:
 def compare(rows: pd.DataFrame, target: str, plans: list[OuterPlan], outcomes: dict[str, list[FoldOutcome]],
             algorithms: list[str], references: dict[str, np.ndarray],
             default: str | None = None) -> tuple[pd.DataFrame, dict, list[dict]]:
-    """Outer-test predictions of every algorithm, of the nested selection and of the reference models, all on
-    the same rows (the union of the outer test folds); how often the selection chose each algorithm; and one
-    record per (algorithm, outer fold) study."""
-    from wattgpu.evaluation.runner import prediction_frame
-
+    """Outer-test predictions of every algorithm, of the nested selection (and of the plain lowest-inner-score
+    selection, for comparison) and of the reference models, all on the same rows (the union of the outer test
+    folds); how often the selection chose each algorithm; and one record per (algorithm, outer fold) study."""
     tested = tested_positions(plans)
-    choice = select({a: outcomes[a] for a in algorithms}, default)
+    candidates = {a: outcomes[a] for a in algorithms}
+    choice = select(candidates, default)
     chosen = {o.fold: a for a, o in choice}
     preds = {a: _assemble(len(rows), outcomes[a]) for a in algorithms}
     preds[SELECTION] = _assemble(len(rows), [o for _, o in choice])
+    if default is not None:
+        preds[PLAIN_SELECTION] = _assemble(len(rows), [o for _, o in select(candidates, None)])
     preds.update(references)
     frame = pd.concat([prediction_frame(rows, target, m, y).iloc[tested] for m, y in preds.items()], ignore_index=True)
     counts = dict(sorted(Counter(a for a, _ in choice).items()))

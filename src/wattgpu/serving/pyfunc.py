@@ -1,6 +1,6 @@
 """The MLflow pyfunc model: one target's model folder behind `mlflow models serve`.
 
-Requests are validated here, by `wattgpu.predict.validate`, not by MLflow's signature enforcement: that one
+Requests are validated here, by `wattgpu.request.validate` (through the Predictor), not by MLflow's signature enforcement: that one
 drops unknown columns silently (a typo such as `prompt_token` would get the default), lets text through
 where a number belongs, and reports a missing column with the whole frame and schema in the message. So
 the logged signature declares the outputs only; the request fields are documented in the MLmodel file
@@ -25,8 +25,9 @@ from mlflow.models import ModelSignature
 from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
 from mlflow.types.schema import ColSpec, Schema
 
-from wattgpu import predict
-from wattgpu.model_store import load_predictor
+from wattgpu import fields, workload
+from wattgpu.modeling.store import load_predictor
+from wattgpu.request import RequestError
 
 _logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         try:
             out = self.predictor_.predict(as_requests(model_input))
-        except predict.RequestError as exc:
+        except RequestError as exc:
             raise request_rejected(exc) from None
         except Exception:
             _logger.exception("prediction failed")
@@ -68,10 +69,10 @@ def as_requests(model_input):
         return model_input
     if isinstance(model_input, Mapping):
         return [model_input]
-    raise predict.RequestError(None, "-", "send `dataframe_records`: a list of request objects")
+    raise RequestError(None, "-", "send `dataframe_records`: a list of request objects")
 
 
-def request_rejected(exc: predict.RequestError) -> MlflowException:
+def request_rejected(exc: RequestError) -> MlflowException:
     """HTTP 400 with the field and row as their own JSON keys (the scoring server prefixes `message` with
     the input frame; `detail` keeps our sentence alone)."""
     return MlflowException(str(exc), error_code=INVALID_PARAMETER_VALUE, field=exc.field, row=exc.row,
@@ -87,22 +88,21 @@ def signature(target: str) -> ModelSignature:
 
 
 def request_fields() -> dict[str, dict]:
-    """Every request field with its type and allowed range, for the MLmodel file."""
-    def numbers(prefix, ranges, required=()):
-        return {f"{prefix}{k}": {"type": "double", "range": list(r), **({"required_with_specs": True} if k in required else {})}
-                for k, r in ranges.items()}
+    """Every request field with its type and allowed range (wattgpu.fields), for the MLmodel file."""
+    def numbers(prefix, table, names, required=()):
+        return {f"{prefix}{k}": {"type": "integer" if table[k].integer else "double", "range": table[k].as_list(),
+                                 **({"required_with_specs": True} if k in required else {})} for k in names}
 
+    llm_numeric = (*fields.LLM_CONFIG_REQUIRED, *fields.LLM_CONFIG_OPTIONAL)
     return {
-        "scenario": {"type": "string", "required": True, "allowed": list(predict.SCENARIOS)},
+        "scenario": {"type": "string", "required": True, "allowed": list(workload.SCENARIOS)},
         "gpu": {"type": "string", "note": "catalog name or alias; else give the gpu_* spec fields"},
         "llm": {"type": "string", "note": "catalog name or alias; else give the llm_* config fields"},
-        **numbers("", predict.WORKLOAD_RANGES),
-        **numbers("gpu_", predict.GPU_SPEC_REQUIRED, predict.GPU_SPEC_REQUIRED),
-        **numbers("gpu_", predict.GPU_SPEC_OPTIONAL),
-        **{f"gpu_{k}": {"type": "string"} for k in (*predict.GPU_SPEC_TEXT, "name")},
-        **numbers("llm_", predict.LLM_CONFIG_REQUIRED, predict.LLM_CONFIG_REQUIRED),
-        **numbers("llm_", predict.LLM_CONFIG_OPTIONAL),
-        **{f"llm_{k}": {"type": "string"} for k in (*predict.LLM_CONFIG_TEXT, "name")},
+        **numbers("", fields.WORKLOAD, fields.WORKLOAD),
+        **numbers("gpu_", fields.GPU_SPEC, fields.GPU_SPEC, fields.GPU_SPEC_REQUIRED),
+        **{f"gpu_{k}": {"type": "string"} for k in (*fields.GPU_SPEC_TEXT, "name")},
+        **numbers("llm_", fields.LLM_CONFIG, llm_numeric, fields.LLM_CONFIG_REQUIRED),
+        **{f"llm_{k}": {"type": "string"} for k in (*fields.LLM_CONFIG_TEXT, "name")},
     }
 
 
@@ -111,7 +111,7 @@ EXAMPLE_REQUESTS = [
     {"gpu": "NVIDIA H100 NVL", "llm": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "offline"},
     {"gpu_name": "my accelerator", "gpu_tdp_w": 350.0, "gpu_memory_gb": 48.0, "gpu_memory_bandwidth_gb_s": 864.0,
      "gpu_fp16_tensor_tflops": 181.0, "gpu_release_year": 2023.0, "llm": "Qwen/Qwen2.5-7B-Instruct",
-     "scenario": "server_high", "output_tokens": 256.0},
+     "scenario": workload.SERVER_LOADS[-1], "output_tokens": 200.0},
 ]
 
 

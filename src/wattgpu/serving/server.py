@@ -43,8 +43,11 @@ class Server:
     def start(self) -> Server:
         self.port = free_port()
         self.log = tempfile.NamedTemporaryFile("w+", prefix="wattgpu-serve-", suffix=".log", delete=False)
+        # `mlflow models serve` starts uvicorn from PATH: the environment's own bin folder goes first.
+        bin_dir = str(Path(sys.executable).parent)
         env = {**os.environ, "MLFLOW_TRACKING_URI": self.tracking_uri, "MLFLOW_REGISTRY_URI": self.tracking_uri,
-               "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+               "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+               "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
         cmd = [str(Path(sys.executable).with_name("mlflow")), "models", "serve", "-m", self.model_uri,
                "--env-manager", "local", "--host", "127.0.0.1", "-p", str(self.port), "-w", str(self.workers)]
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -16,9 +16,6 @@ import pandas as pd
 
 from wattgpu.errors import UnknownNameError
 
-# Scenario kinds. Watt Counts labels its server loads `server_low` / `server_high` (scenario_label).
-SCENARIOS = ("offline", "server", "fixed_concurrency", "static_batch")
-
 # How an ITL value was derived; written beside every ITL so definitions are never mixed silently.
 ITL_DERIVATIONS = {
     "offline_duration_per_token": "offline: measurement duration / generated tokens (= 1 / throughput)",

@@ -10,6 +10,7 @@ import pandas as pd
 from wattgpu.errors import RawDataError
 from wattgpu.sources.rawio import read_csv_checked
 from wattgpu.sources.schema import RAW_COLUMNS, conform
+from wattgpu.workload import PRESETS
 
 FILE = "watt_counts_processed.csv"
 SOURCE = "wattcounts_processed"
@@ -23,7 +24,7 @@ NUMERIC = [
     "energy_efficiency_tokens_per_joule",
     "throughput_tokens_per_second",
 ]
-SCENARIO_LABELS = ("offline", "server_low", "server_high")
+SCENARIO_LABELS = PRESETS  # the three workloads of the processed copy
 # What every Watt Counts run shares, in either layout: one GPU, 16-bit weights, vLLM.
 RUN_CONSTANTS = {
     "n_gpus": 1,

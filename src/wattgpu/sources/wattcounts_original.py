@@ -26,6 +26,7 @@ from wattgpu.errors import RawDataError
 from wattgpu.sources.rawio import read_csv_checked
 from wattgpu.sources.schema import RAW_COLUMNS, conform
 from wattgpu.sources.wattcounts import RUN_CONSTANTS
+from wattgpu.workload import SERVER_LOADS
 
 SOURCE = "wattcounts_original"
 FILE = "watt_counts_subset.csv"
@@ -75,7 +76,7 @@ def to_tidy(df: pd.DataFrame, lists: Mapping[str, Sequence[np.ndarray]]) -> pd.D
     prompts = lists.get(PROMPTS, [np.array([])] * len(df))
     total = df["generation_tokens_total"].where(df["generation_tokens_total"] > 0)
     duration = df["measurement_duration"].where(df["measurement_duration"] > 0)
-    label = np.where(~server, "offline", np.where(df["lambda_qps"] < SERVER_HIGH_MIN_QPS, "server_low", "server_high"))
+    label = np.where(~server, "offline", np.where(df["lambda_qps"] < SERVER_HIGH_MIN_QPS, *SERVER_LOADS))
     no_lists = (math.nan, "")  # offline rows: the ITL comes from the duration, not the lists
     exact = [server_itl(*args) if is_server else no_lists for is_server, *args in zip(server, e2e, ttft, tokens)]
     itl = np.where(server, [v for v, _ in exact], duration / total)

@@ -10,19 +10,18 @@ import argparse
 import time
 
 import pandas as pd
-from wattgpu import paths, plots, tracking
+
+from wattgpu import paths, tracking
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.idle_power import load_idle_power
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import load_params
 from wattgpu.evaluation import baselines, metrics
-from wattgpu.evaluation.runner import (
-    cross_predict, metrics_table, prediction_frame, prepare_rows, target_rows,
-)
+from wattgpu.evaluation.predictions import prediction_frame
+from wattgpu.evaluation.runner import cross_predict, metrics_table, prepare_rows, target_rows
 from wattgpu.io import read_table, write_csv, write_json
 from wattgpu.modeling.replica import paper_model
-
-OUT_DIR = paths.REPORTS_DIR / "evaluate"
+from wattgpu.reporting import plots
 
 
 def run(regime_name: str) -> dict:
@@ -57,7 +56,7 @@ def run(regime_name: str) -> dict:
     result = {"regime": regime_name, "kind": regime.kind, "source": ev.source,
               "rows": int(len(rows)), "metrics": metrics_table(pred), "fit_seconds": timings}
 
-    out = paths.resolve(OUT_DIR / regime_name, root)
+    out = paths.resolve(paths.EVALUATE_DIR / regime_name, root)
     write_csv(out / "predictions.csv", pred)
     replica = pred[pred["model"] == "paper_replica"]
     for by in ("gpu", "llm"):

@@ -9,8 +9,8 @@ from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import load_params
 from wattgpu.io import write_csv, write_json
-from wattgpu.reporting import data_report_markdown
-from wattgpu.sources import ADAPTERS
+from wattgpu.reporting.data_report import data_report_markdown
+from wattgpu.sources.adapters import ADAPTERS
 from wattgpu.sources.schema import Checks, count_report, finalize, split_sources
 
 REPORT_MD = paths.REPORTS_DIR / "ingest" / "data_report.md"

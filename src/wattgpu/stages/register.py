@@ -19,22 +19,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from wattgpu import coverage, paths, registry, tracking
+from wattgpu import paths, registry, tracking
 from wattgpu.catalogs.gpus import load_gpu_catalog
+from wattgpu.catalogs.idle_power import load_idle_power
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import Evaluate, Params, Registry, load_params
 from wattgpu.errors import WattgpuError
-from wattgpu.evaluation.runner import ID_COLUMNS, prepare_rows, target_rows
+from wattgpu.evaluation.predictions import ID_COLUMNS
+from wattgpu.evaluation.runner import prepare_rows, target_rows
 from wattgpu.io import read_table, write_json
-from wattgpu.model_store import save_model_dir
+from wattgpu.modeling import coverage
 from wattgpu.modeling.replica import paper_model
+from wattgpu.modeling.store import save_model_dir
 from wattgpu.modeling.targets import TARGETS
 from wattgpu.serving import pyfunc
-from wattgpu.catalogs.idle_power import load_idle_power
-from wattgpu.stages.evaluate import OUT_DIR as EVALUATE_DIR
 
-MODELS_DIR = Path("models")
-BEST_DIR = paths.REPORTS_DIR / "search"
 DESCRIPTIONS = {
     "power": "Mean power per GPU (W) of LLM inference on a GPU and an LLM given by catalog name or by spec.",
     "itl": "Mean inter-token latency (s) of LLM inference on a GPU and an LLM given by catalog name or by spec.",
@@ -56,9 +55,9 @@ class Candidate:
 
 
 def candidate(target: str, params: Params, reg: Registry, root) -> Candidate:
-    best_file = paths.resolve(BEST_DIR / f"best_{target}.json", root)
+    best_file = paths.resolve(paths.SEARCH_DIR / f"best_{target}.json", root)
     if best_file.exists():
-        from wattgpu.search.algorithms import build_estimator
+        from wattgpu.modeling.algorithms import build_estimator
 
         best = json.loads(best_file.read_text())
         return Candidate(build_estimator(best, params.base.seed), "search", best["algorithm"], best["feature_set"],
@@ -66,7 +65,7 @@ def candidate(target: str, params: Params, reg: Registry, root) -> Candidate:
                          float(best["nested_mdape"]["server"]))
     # Fallback: the paper replica, scored by the evaluate stage on registry.replica_regime.
     ev = params.evaluate
-    scores = json.loads(paths.resolve(EVALUATE_DIR / reg.replica_regime / "metrics.json", root).read_text())
+    scores = json.loads(paths.resolve(paths.EVALUATE_DIR / reg.replica_regime / "metrics.json", root).read_text())
     replica = scores["metrics"][target]["paper_replica"]
     estimator = paper_model(target, ev.replica, params.base.seed, ev.n_jobs)
     return Candidate(estimator, "paper_replica fallback", "paper_replica", estimator.features.name,
@@ -92,10 +91,10 @@ def run() -> dict:
         for target in params.base.targets:
             cand = candidate(target, params, reg, root)
             summary[target] = s = publish(target, target_rows(rows, target), cand, reg,
-                                          paths.resolve(MODELS_DIR / target, root), cats, training)
+                                          paths.resolve(paths.MODELS_DIR / target, root), cats, training)
             print(f"register {target}: {s['name']} v{s['version']} ({cand.algorithm}, {cand.origin}) -> "
                   f"{s['decision']}: {s['reason']}")
-    write_json(paths.resolve(MODELS_DIR / "registry.json", root), summary)
+    write_json(paths.resolve(paths.MODELS_DIR / "registry.json", root), summary)
     return summary
 
 

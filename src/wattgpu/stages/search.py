@@ -5,7 +5,6 @@
                                                  reports/search/<name>/{metrics.json, predictions.csv, folds.csv}
   python -m wattgpu.stages.search best           search_best: per target, studies on ALL rows with the primary
                                                  regime's CV pick the winner -> reports/search/best_<target>.json
-  python -m wattgpu.stages.search leaderboard    search_leaderboard: reports/search/leaderboard.md
 
 Each logs one MLflow run (experiment `wattgpu-search`); studies are nested runs under it and trials nested under
 those. Optuna studies persist in optuna/ (sqlite), so an interrupted run resumes its studies.
@@ -23,27 +22,32 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from wattgpu import paths, tracking
+from wattgpu import codehash, paths, tracking
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.idle_power import load_idle_power
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import Params, Regime, Search, load_params
 from wattgpu.errors import WattgpuError
-from wattgpu.evaluation import baselines
+from wattgpu.evaluation import baselines, leaderboard
 from wattgpu.evaluation.runner import cross_predict, metrics_table, prepare_rows, target_rows
 from wattgpu.io import read_table, write_csv, write_json
+from wattgpu.modeling.algorithms import best_record
 from wattgpu.modeling.replica import paper_model
-from wattgpu.search import leaderboard, physics
-from wattgpu.search.algorithms import best_record
 from wattgpu.search.nested import (
-    FoldOutcome, OuterPlan, Settings, StudyTask, all_rows_plan, compare, nested_plan, run_tasks, tested_positions,
+    FoldOutcome,
+    OuterPlan,
+    Settings,
+    StudyTask,
+    all_rows_plan,
+    compare,
+    nested_plan,
+    run_tasks,
+    tested_positions,
 )
 
-OUT_DIR = paths.REPORTS_DIR / "search"
-OPTUNA_DIR = Path("optuna")
 EXPERIMENT = "wattgpu-search"
-# What a study's result depends on besides params and data: a change here starts fresh studies.
-CODE = ("src/wattgpu/search", "src/wattgpu/features.py", "src/wattgpu/modeling", "src/wattgpu/evaluation/cv.py")
+# What a study's result depends on besides params and data: the search and everything it imports (prose ignored).
+STUDY_CODE = ("wattgpu.search.nested", "wattgpu.evaluation.runner")
 # Slowest first, so that two workers finish together.
 COST_ORDER = ("extra_trees", "xgboost", "physics", "lightgbm", "knn", "spline_ridge")
 INNER_CV = {"logo": "GPU groups held out", "lolo": "LLM groups held out",
@@ -72,7 +76,6 @@ def context(root: Path, with_idle_power: bool = True) -> Context:
     measurements = paths.resolve(paths.MEASUREMENTS, root)
     rows = prepare_rows(read_table(measurements), gpus, llms, source=ev.source, dense_only=ev.replica.dense_only,
                         idle_power_w=idle, offline_batch=ev.roofline_offline_batch)
-    rows = physics.add_features(rows, ev.roofline_offline_batch)
     return Context(root, params, params.search, rows, tracking.file_md5(measurements))
 
 
@@ -89,24 +92,13 @@ def outer_regime(search: Search, name: str) -> Regime:
 def settings(ctx: Context) -> Settings:
     s, ev = ctx.search, ctx.params.evaluate
     return Settings(seed=ctx.params.base.seed, n_trials=s.active.n_trials, n_jobs=s.n_jobs,
-                    pruner_startup_trials=s.pruner_startup_trials, offline_batch=ev.roofline_offline_batch,
-                    load_rho=tuple(sorted(ev.load_rho.items())))
-
-
-def code_md5(root: Path) -> str:
-    h = hashlib.md5()
-    for entry in CODE:
-        path = root / entry
-        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            h.update(str(file.relative_to(root)).encode())
-            h.update(file.read_bytes())
-    return h.hexdigest()
+                    pruner_startup_trials=s.pruner_startup_trials, load_rho=tuple(sorted(ev.load_rho.items())))
 
 
 def tasks_for(ctx: Context, rows_by_target: dict[str, pd.DataFrame], plans: dict[str, list[OuterPlan]],
               store: str, regime: Regime) -> list[StudyTask]:
     s, st = ctx.search, settings(ctx)
-    code = code_md5(ctx.root)
+    code = codehash.digest(STUDY_CODE)
     algorithms = sorted(s.algorithms, key=lambda a: COST_ORDER.index(a))
     out = []
     for target, rows in rows_by_target.items():
@@ -115,7 +107,7 @@ def tasks_for(ctx: Context, rows_by_target: dict[str, pd.DataFrame], plans: dict
             config = {"space": space.model_dump(mode="json"), "profile": s.active.model_dump(), "settings": repr(st),
                       "regime": regime.model_dump(), "data": ctx.data_md5, "code": code, "store": store}
             fingerprint = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
-            storage = paths.resolve(OPTUNA_DIR / store / f"{target}-{algorithm}.db", ctx.root)
+            storage = paths.resolve(paths.OPTUNA_DIR / store / f"{target}-{algorithm}.db", ctx.root)
             out.append(StudyTask(rows, tuple(plans[target]), target, algorithm, space, st, storage, fingerprint))
     return out
 
@@ -160,7 +152,7 @@ def run_regime(name: str) -> dict:
               "rows": {t: len(r) for t, r in rows.items()},
               "tested_rows": {t: len(tested_positions(plans[t])) for t in rows},
               "metrics": metrics_table(pred), "selected": selected}
-    out = paths.resolve(OUT_DIR / name, root)
+    out = paths.resolve(paths.SEARCH_DIR / name, root)
     write_csv(out / "predictions.csv", pred)
     folds_table = pd.DataFrame(fold_rows)
     write_csv(out / "folds.csv", folds_table)
@@ -207,7 +199,7 @@ def run_best() -> dict:
     plans = {t: [all_rows_plan(r, regime, s.active.inner_folds, seed)] for t, r in rows.items()}
     tasks = tasks_for(ctx, rows, plans, f"best-{primary}", regime)
     results = run_tasks(tasks, s.n_workers, description=f"search best ({primary} CV on all rows)")
-    primary_result = json.loads(paths.resolve(OUT_DIR / primary / "metrics.json", root).read_text())
+    primary_result = json.loads(paths.resolve(paths.SEARCH_DIR / primary / "metrics.json", root).read_text())
     nested = primary_result["metrics"]
     order = algorithm_order(s)
     best = {}
@@ -226,7 +218,7 @@ def run_best() -> dict:
         record["algorithm_nested_mdape"] = {"offline": own["offline"]["mdape"], "server": own["server"]["mdape"]}
         best[target] = record
         # Plain json (no rounding) so that build_estimator gets the exact hyperparameters the study chose.
-        path = paths.resolve(OUT_DIR / f"best_{target}.json", root)
+        path = paths.resolve(paths.SEARCH_DIR / f"best_{target}.json", root)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=2) + "\n")
         print(f"search best {target}: {algorithm} ({win.feature_set}), inner score {win.inner_score:.2f}; "
@@ -234,7 +226,7 @@ def run_best() -> dict:
               f"server {record['nested_mdape']['server']:.2f}%")
     figures = {t: {"inner_score": b["candidates"], "nested_mdape": b["nested_mdape"]} for t, b in best.items()}
     log_run(ctx, "search-best", {"stage": "search_best", "regime": primary}, {"metrics": figures}, tasks, results,
-            paths.resolve(OUT_DIR, root), time.perf_counter() - start, artifacts=[f"best_{t}.json" for t in rows])
+            paths.resolve(paths.SEARCH_DIR, root), time.perf_counter() - start, artifacts=[f"best_{t}.json" for t in rows])
     print(f"search best: stage time {time.perf_counter() - start:.0f} s (MLflow logging included)")
     return best
 
@@ -248,43 +240,6 @@ def choose_algorithm(votes: dict[str, int], inner_scores: dict[str, float]) -> s
     fold's training rows only, so no outer-test figure enters the choice.
     """
     return min(inner_scores, key=lambda a: (-votes.get(a, 0), inner_scores[a]))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# search_leaderboard
-
-
-def run_leaderboard() -> str:
-    root = paths.project_root()
-    params = load_params(paths.resolve(paths.PARAMS, root))
-    s = params.search
-    if s is None:
-        raise WattgpuError("params.yaml has no `search` section")
-    results = {r: json.loads(paths.resolve(OUT_DIR / r / "metrics.json", root).read_text()) for r in s.regimes}
-    best = {}
-    for target in params.base.targets:
-        file = paths.resolve(OUT_DIR / f"best_{target}.json", root)
-        if file.exists():
-            best[target] = json.loads(file.read_text())
-    lb = leaderboard.frame(results)
-    text = leaderboard.markdown(lb, results, best, algorithm_order(s))
-    out = paths.resolve(OUT_DIR, root)
-    (out / "leaderboard.md").write_text(text)
-    write_csv(out / "leaderboard.csv", lb)
-    write_json(out / "verdict.json", leaderboard.verdict(lb))
-    mlflow = tracking.setup(EXPERIMENT, root)
-    with mlflow.start_run(run_name="search-leaderboard"):
-        mlflow.set_tags({"stage": "search_leaderboard", "git_commit": tracking.git_commit(root)})
-        flat = {}
-        for _, r in lb.iterrows():
-            for scen in ("offline", "server"):
-                flat[f"{r['target']}.{r['regime']}.{r['model']}.{scen}_mdape"] = r[f"{scen}_mdape"]
-        mlflow.log_metrics(tracking.flatten(flat))
-        mlflow.log_artifact(str(out / "leaderboard.md"))
-        mlflow.log_artifact(str(out / "leaderboard.csv"))
-        mlflow.log_artifact(str(out / "verdict.json"))
-    print(text)
-    return text
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -336,15 +291,12 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("regime", help="nested search under one regime").add_argument("name", help="a key of search.regimes")
     sub.add_parser("best", help="winner per target on all rows (primary regime's CV)")
-    sub.add_parser("leaderboard", help="reports/search/leaderboard.md from every regime's metrics")
     args = parser.parse_args()
     try:
         if args.command == "regime":
             run_regime(args.name)
-        elif args.command == "best":
-            run_best()
         else:
-            run_leaderboard()
+            run_best()
     except WattgpuError as exc:
         raise SystemExit(f"error: {exc}") from None
 

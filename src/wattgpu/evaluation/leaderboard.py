@@ -1,0 +1,54 @@
+"""The leaderboard's numbers: algorithm x regime x target, offline and server, beside the paper replica and the
+baselines, and the verdict (`reports/search/verdict.json`): does the nested selection beat the replica?
+
+Every learned figure is a nested outer-test figure; the replica and the baselines are scored on the same rows
+(the same outer folds) by the search stage, so one table compares like with like. Rendered by
+wattgpu.reporting.leaderboard.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+SELECTION = "nested_selection"  # the nested algorithm selection (the default algorithm unless beaten by > 1 SE)
+PLAIN_SELECTION = "plain_selection"  # the same outcomes, lowest inner score wins (no default algorithm)
+REPLICA = "paper_replica"
+BASELINES = ("tdp", "load_scaled_tdp", "roofline")
+STATS = ("mdape", "gpu_tau", "pearson_r")  # per (target, regime, model, scenario)
+
+
+def frame(results: dict[str, dict]) -> pd.DataFrame:
+    """One row per (target, regime, model) from {regime: search metrics.json content}."""
+    rows = []
+    for regime, res in results.items():
+        for target, models in res["metrics"].items():
+            for model, by_scen in models.items():
+                row = {"target": target, "regime": regime, "model": model}
+                for scen in ("offline", "server"):
+                    for stat in STATS:
+                        row[f"{scen}_{stat}"] = by_scen.get(scen, {}).get(stat, math.nan)
+                rows.append(row)
+    out = pd.DataFrame(rows)
+    replica = out[out["model"] == REPLICA].set_index(["target", "regime"])
+    key = list(zip(out["target"], out["regime"]))
+    for scen in ("offline", "server"):
+        ref = pd.Series([replica[f"{scen}_mdape"].get(k, math.nan) for k in key], index=out.index)
+        out[f"{scen}_beats_replica"] = out[f"{scen}_mdape"] < ref
+    return out
+
+
+def verdict(lb: pd.DataFrame) -> dict:
+    """The acceptance view for `dvc metrics show`: per target, regime and scenario, the nested selection's MdAPE
+    beside the replica's on the same rows, and whether it is lower; `all_beat_replica` over every cell."""
+    out: dict = {}
+    keep = lb[lb["model"].isin([SELECTION, REPLICA])]
+    for (target, regime), d in keep.groupby(["target", "regime"], sort=False):
+        by = d.set_index("model")
+        for scen in ("offline", "server"):
+            nested, replica = float(by.at[SELECTION, f"{scen}_mdape"]), float(by.at[REPLICA, f"{scen}_mdape"])
+            out.setdefault(target, {}).setdefault(regime, {})[scen] = {
+                "nested_mdape": round(nested, 3), "replica_mdape": round(replica, 3), "beats_replica": nested < replica}
+    cells = [c["beats_replica"] for t in out.values() for r in t.values() for c in r.values()]
+    return {"all_beat_replica": bool(cells) and all(cells), **out}

@@ -1,0 +1,74 @@
+"""The one table of accepted field ranges: GPU spec-sheet fields, LLM config fields and workload fields.
+
+Catalog entries (`catalogs.gpus.GpuSpec`, `catalogs.llms.LlmSpec`), config.json parsing, prediction requests
+(`wattgpu.request`), the served model's documented schema and the CLI all check against these bounds, so a
+value accepted in one place is accepted everywhere. Units are in the names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Closed range [lo, hi]; `integer`: whole numbers only."""
+
+    lo: float
+    hi: float
+    integer: bool = False
+
+    def as_list(self) -> list[float]:
+        return [self.lo, self.hi]
+
+    def field(self, **kwargs: Any):
+        """A pydantic `Field` with these bounds."""
+        return Field(ge=self.lo, le=self.hi, **kwargs)
+
+
+GPU_SPEC: dict[str, Bounds] = {
+    "tdp_w": Bounds(10, 2000),  # board (or module) power limit
+    "memory_gb": Bounds(1, 1024),
+    "memory_bandwidth_gb_s": Bounds(50, 20_000),
+    "fp16_tensor_tflops": Bounds(1, 10_000),  # dense FP16/BF16 matrix, no sparsity
+    "release_year": Bounds(2010, 2035, integer=True),
+    "base_clock_mhz": Bounds(100, 4000),
+    "boost_clock_mhz": Bounds(100, 4000),
+    "sm_count": Bounds(1, 1000, integer=True),  # SMs (NVIDIA), CUs (AMD), Xe cores or TPCs (Intel)
+    "fp32_tflops": Bounds(0.1, 1000),
+    "transistors_m": Bounds(100, 1_000_000),
+    "process_nm": Bounds(1, 100),
+    "l2_cache_mb": Bounds(0.1, 1024),
+    "memory_bus_bits": Bounds(32, 16_384, integer=True),
+}
+GPU_SPEC_REQUIRED = ("tdp_w", "memory_gb", "memory_bandwidth_gb_s", "fp16_tensor_tflops", "release_year")
+GPU_SPEC_TEXT = ("memory_type", "architecture", "vendor", "form_factor")
+
+LLM_CONFIG: dict[str, Bounds] = {
+    "total_params_b": Bounds(0.01, 10_000),
+    "active_params_b": Bounds(0.01, 10_000),  # per token; equals total for dense models
+    "num_layers": Bounds(1, 1000, integer=True),
+    "hidden_size": Bounds(64, 1_000_000, integer=True),
+    "num_attention_heads": Bounds(1, 10_000, integer=True),
+    "num_kv_heads": Bounds(1, 10_000, integer=True),
+    "head_dim": Bounds(8, 4096, integer=True),
+    "intermediate_size": Bounds(16, 10_000_000, integer=True),
+    "vocab_size": Bounds(100, 100_000_000, integer=True),
+    "max_position_embeddings": Bounds(1, 100_000_000, integer=True),
+    "num_experts": Bounds(1, 100_000, integer=True),
+    "experts_per_token": Bounds(1, 100_000, integer=True),
+}
+LLM_CONFIG_REQUIRED = ("total_params_b", "num_layers", "hidden_size")
+LLM_CONFIG_OPTIONAL = ("active_params_b", "num_attention_heads", "num_kv_heads", "head_dim", "intermediate_size",
+                       "vocab_size")
+LLM_CONFIG_TEXT = ("family",)
+
+WORKLOAD: dict[str, Bounds] = {
+    "request_rate_per_s": Bounds(1e-6, 1000),
+    "prompt_tokens": Bounds(1, 1_000_000),
+    "output_tokens": Bounds(1, 1_000_000),
+    "n_gpus": Bounds(1, 64, integer=True),  # GPUs serving one model replica
+}

@@ -1,0 +1,105 @@
+"""Candidate algorithms: each builds a TargetRegressor from a feature set and hyperparameters.
+
+The search spaces live in params.yaml (`search.algorithms`; wattgpu.search.space turns one into an Optuna
+trial's choices); `make_estimator` turns choices into an unfitted estimator, `best_record` is what the search
+writes to reports/search/best_<target>.json, and `build_estimator` rebuilds that winner (the registry retrains it
+on all rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lightgbm import LGBMRegressor
+from sklearn.ensemble import ExtraTreesRegressor
+from sklearn.linear_model import Ridge
+from sklearn.neighbors import KNeighborsRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import SplineTransformer
+from xgboost import XGBRegressor
+
+from wattgpu.features import FEATURE_SETS, FeatureSet
+from wattgpu.modeling.estimator import TargetRegressor
+from wattgpu.modeling.targets import TARGETS, physics_target
+from wattgpu.modeling.trendboost import TrendBoost
+
+
+def _xgboost(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
+    return XGBRegressor(**hp, tree_method="hist", random_state=seed, n_jobs=n_jobs)
+
+
+def _lightgbm(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
+    bagging = hp.get("subsample", 1.0) < 1.0  # LightGBM bags rows only with a bagging frequency
+    return LGBMRegressor(**hp, subsample_freq=1 if bagging else 0, random_state=seed, n_jobs=n_jobs,
+                         verbose=-1, deterministic=True, force_row_wise=True)
+
+
+def _extra_trees(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
+    return ExtraTreesRegressor(**hp, random_state=seed, n_jobs=n_jobs)
+
+
+def _spline_ridge(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
+    spline = SplineTransformer(n_knots=hp["n_knots"], degree=hp["degree"], extrapolation=hp["extrapolation"])
+    return make_pipeline(spline, Ridge(alpha=hp["alpha"]))
+
+
+def _knn(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
+    return KNeighborsRegressor(**hp, n_jobs=n_jobs)
+
+
+def _physics(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
+    return TrendBoost(offline_column=features.columns.index("is_offline"), **hp, random_state=seed, n_jobs=n_jobs)
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """How to build one candidate: its regressor, whether inputs are standardised, which target encoding."""
+
+    build: Callable[[dict, FeatureSet, int, int], Any]
+    scale: bool = False
+    physics_target: bool = False  # learn a correction to the physical estimate (targets.PhysicsTarget)
+
+
+ALGORITHMS: dict[str, Algorithm] = {
+    "xgboost": Algorithm(_xgboost),
+    "lightgbm": Algorithm(_lightgbm),
+    "extra_trees": Algorithm(_extra_trees),
+    "spline_ridge": Algorithm(_spline_ridge, scale=True),
+    "knn": Algorithm(_knn, scale=True),
+    "physics": Algorithm(_physics, physics_target=True),
+}
+
+
+def make_estimator(algorithm: str, target: str, feature_set: str, hyperparameters: dict, *, seed: int,
+                   n_jobs: int = 1, load_rho: dict[str, float] | None = None) -> TargetRegressor:
+    """An unfitted estimator; `load_rho` (evaluate.load_rho) is needed by the physics power target only."""
+    algo = ALGORITHMS[algorithm]
+    features = FEATURE_SETS[feature_set][target]
+    if algo.physics_target:
+        if target == "power" and not load_rho:
+            raise ValueError("the physics power target needs load_rho (evaluate.load_rho)")
+        encoding = physics_target(target, load_rho or {})
+    else:
+        encoding = TARGETS[target]
+    regressor = algo.build(dict(hyperparameters), features, seed, n_jobs)
+    return TargetRegressor(features, encoding, regressor, scale=algo.scale)
+
+
+def best_record(target: str, algorithm: str, feature_set: str, hyperparameters: dict, *, regime: str,
+                offline_batch: float, load_rho: dict[str, float], inner_score: float,
+                nested_mdape: dict[str, float]) -> dict:
+    """The content of reports/search/best_<target>.json (what build_estimator reads back)."""
+    return {
+        "target": target, "algorithm": algorithm, "feature_set": feature_set,
+        "hyperparameters": dict(hyperparameters), "regime": regime,
+        "physics": {"offline_batch": offline_batch, "load_rho": dict(load_rho)},
+        "inner_score": inner_score, "nested_mdape": dict(nested_mdape),
+    }
+
+
+def build_estimator(best: dict, seed: int, n_jobs: int = 1) -> TargetRegressor:
+    """Rebuild the unfitted winner from a best_<target>.json record."""
+    return make_estimator(best["algorithm"], best["target"], best["feature_set"], best["hyperparameters"],
+                          seed=seed, n_jobs=n_jobs, load_rho=best.get("physics", {}).get("load_rho"))

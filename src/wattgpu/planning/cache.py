@@ -1,0 +1,103 @@
+"""Planner predictions cached per model version, so repeated queries answer without loading the models.
+
+One JSON file per fingerprint (every model file, plus the code of every module that shapes a prediction, prose
+ignored: wattgpu.codehash) under $WATTGPU_CACHE, else $XDG_CACHE_HOME/wattgpu, else ~/.cache/wattgpu. A
+read-only home means no cache, same answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from wattgpu import codehash
+from wattgpu.modeling.store import TARGET_DIRS
+
+CACHE_MAX_ENTRIES = 50_000
+# The model folder loader and the estimators it unpickles: their code (and what it imports) shapes a prediction.
+PREDICTION_CODE = ("wattgpu.modeling.store", "wattgpu.modeling.algorithms", "wattgpu.modeling.replica")
+
+
+def _cache_dir() -> Path:
+    env = os.environ.get("WATTGPU_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wattgpu"
+
+
+def fingerprint(folder: Path) -> str:
+    """Hash of every model file and of the code that turns requests into predictions."""
+    h = hashlib.sha256()
+    for t in TARGET_DIRS:
+        for f in sorted((folder / t).iterdir()):
+            if f.is_file():
+                h.update(f"{t}/{f.name}".encode())
+                h.update(f.read_bytes())
+    h.update(codehash.digest(PREDICTION_CODE).encode())
+    return h.hexdigest()[:20]
+
+
+def _key(request: dict[str, Any]) -> str:
+    return json.dumps(request, sort_keys=True, default=str)
+
+
+class PredictionCache:
+    """Predictions keyed by request, in one JSON file per model fingerprint under the user's cache folder."""
+
+    def __init__(self, folder: Path, enabled: bool = True):
+        self.folder, self.enabled = folder, enabled
+        self.path = _cache_dir() / f"predictions-{fingerprint(folder)}.json"
+        self.entries: dict[str, dict] = {}
+        if enabled and self.path.exists():
+            try:
+                self.entries = json.loads(self.path.read_text())
+            except (OSError, json.JSONDecodeError):
+                self.entries = {}
+
+    def missing(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The requests not cached yet, each once."""
+        return list({_key(r): r for r in requests if _key(r) not in self.entries}.values())
+
+    def predict(self, requests: list[dict[str, Any]], rows: pd.DataFrame, extra: list[dict[str, Any]] = (),
+                progress: Callable[[int], None] | None = None, chunk: int = 1024) -> list[dict[str, Any]]:
+        """Predictions for `requests`, whose validated rows (wattgpu.request.validate, in the same order) are `rows`:
+        from the cache where possible, else from the models (loaded only then). `extra` requests are predicted
+        alongside on a miss (e.g. the same query in the other presets) so that the next query hits."""
+        keys = [_key(r) for r in requests]
+        todo = list({k: i for i, k in enumerate(keys) if k not in self.entries}.values())
+        if todo:
+            from wattgpu.modeling.store import load_predictor
+
+            predictor = load_predictor(self.folder / "power", self.folder / "itl")
+            others = [r for r in self.missing(list(extra)) if _key(r) not in set(keys)]
+            todo_rows = rows.iloc[todo].reset_index(drop=True)
+            if others:
+                todo_rows = pd.concat([todo_rows, predictor.validate(others)], ignore_index=True)
+            todo_keys = [keys[i] for i in todo] + [_key(r) for r in others]
+            for start in range(0, len(todo_rows), chunk):
+                part = predictor.predict_rows(todo_rows.iloc[start:start + chunk])
+                for k, row in zip(todo_keys[start:start + chunk], part.to_dict("records")):
+                    self.entries[k] = row
+                if progress:
+                    progress(len(part))
+            if self.enabled:
+                self._save()
+        return [self.entries[k] for k in keys]
+
+    def _save(self) -> None:
+        entries = self.entries
+        if len(entries) > CACHE_MAX_ENTRIES:
+            entries = dict(list(entries.items())[-CACHE_MAX_ENTRIES:])
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(entries))
+            tmp.replace(self.path)  # atomic: a concurrent reader sees the old or the new file
+        except OSError:
+            pass  # a read-only home: no cache, same answers

@@ -1,0 +1,166 @@
+"""What `wattgpu predict`, `recommend` and `precompute` do, as functions returning data (the CLI formats them).
+
+Every path runs one way: resolve names and specs -> request fields -> validate once (wattgpu.request, against the
+models' catalogs) -> predict through the cache -> derived outputs -> extrapolation notes from the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from wattgpu import workload
+from wattgpu.errors import WattgpuError
+from wattgpu.modeling import coverage
+from wattgpu.planning import planner, resolve
+from wattgpu.planning.cache import PredictionCache
+from wattgpu.planning.models import ModelSet
+from wattgpu.request import validate
+
+MEMORY_RULE = planner.MemoryRule()
+
+
+@dataclass
+class PredictAnswer:
+    request: dict[str, Any]
+    workload: dict[str, Any]  # with the defaults applied
+    prediction: dict[str, Any]
+    gpu_origin: str
+    llm_origin: str
+    memory: str
+    extrapolation: list[str] | None  # None: the models recorded no training ranges
+    models: dict[str, str]
+
+
+def memory_line(gpu: resolve.Resolved, llm: resolve.Resolved, w: dict[str, Any]) -> str:
+    """The planner's memory rule for one GPU, as one line ("" for an LLM without a KV-cache size)."""
+    spec = llm.spec
+    if not hasattr(spec, "kv_cache_bytes_per_token"):
+        return ""
+    memory_gb = gpu.spec["gpu_memory_gb"] if isinstance(gpu.spec, dict) else gpu.spec.memory_gb
+    wf = workload.filled(w)
+    fit = planner.memory_fit(pd.DataFrame({"gpu": ["x"], "memory_gb": [float(memory_gb)]}),
+                             planner.LlmSize(spec.total_params_b, spec.kv_cache_bytes_per_token()),
+                             wf["prompt_tokens"] + wf["output_tokens"], int(wf["n_gpus"]), MEMORY_RULE).iloc[0]
+    if fit["fits"]:
+        return f"fits: needs {fit['need_gb']:.1f} GB of {fit['usable_gb']:.1f} GB usable ({MEMORY_RULE.describe()})"
+    return f"DOES NOT FIT: {fit['reason']}"
+
+
+def predict_one(models: ModelSet, gpu: resolve.Resolved, llm: resolve.Resolved, w: dict[str, Any],
+                use_cache: bool = True) -> PredictAnswer:
+    """One GPU, one LLM, one workload."""
+    req = {**gpu.fields, **llm.fields, **w}
+    rows = validate([req], models.gpus, models.llms)
+    cache = PredictionCache(models.folder, use_cache)
+    row = cache.predict([req], rows, extra=workload.preset_variants(req))[0]
+    ranges = models.training_ranges
+    return PredictAnswer(req, workload.filled(w), row, gpu.origin, llm.origin, memory_line(gpu, llm, w),
+                         coverage.outside(rows.iloc[0], ranges) if ranges else None, models.versions)
+
+
+def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int], None] | None = None,
+                  chunk: int = 1024) -> pd.DataFrame:
+    """The input rows with resolved names, predictions, extrapolation notes and model versions appended. Every
+    row is validated before any model is loaded; an error names its row and field."""
+    from wattgpu.modeling.store import load_predictor
+
+    records = resolve.known_to_models(frame.to_dict("records"), models.gpus, models.llms)
+    rows = validate(records, models.gpus, models.llms)
+    predictor = load_predictor(models.folder / "power", models.folder / "itl")
+    parts = []
+    for start in range(0, len(rows), chunk):
+        parts.append(predictor.predict_rows(rows.iloc[start:start + chunk]))
+        if progress:
+            progress(len(parts[-1]))
+    pred = pd.concat(parts, ignore_index=True)
+    out = frame.copy()
+    out["resolved_gpu"], out["resolved_llm"] = pred["gpu"].to_numpy(), pred["llm"].to_numpy()
+    for c in pred.columns.drop(["gpu", "llm", "scenario"]):
+        out[c] = pred[c].to_numpy()
+    ranges = models.training_ranges
+    out["extrapolation"] = ["; ".join(coverage.outside(r, ranges)) for _, r in rows.iterrows()]
+    for t, v in models.versions.items():
+        out[f"model_{t}"] = v
+    return out
+
+
+def predict_csv(models: ModelSet, input_csv: Path, output_csv: Path,
+                progress: Callable[[int], None] | None = None) -> int:
+    """`predict_batch` from one CSV file to another; the number of rows written."""
+    try:
+        frame = pd.read_csv(input_csv)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise WattgpuError(f"{input_csv}: not a readable CSV: {exc}") from None
+    out = predict_batch(models, frame, progress)
+    output_csv.parent.mkdir(parents=True, exist_ok=True)
+    out.to_csv(output_csv, index=False, float_format="%.6g", lineterminator="\n")
+    return len(out)
+
+
+@dataclass
+class RecommendAnswer:
+    llm: str
+    llm_origin: str
+    workload: dict[str, Any]  # as given (`workload.describe` fills the defaults)
+    recommendation: planner.Recommendation
+    near_target: list[str]
+    itl_error: float
+    extrapolation_shared: list[str]  # workload and LLM outside the training ranges (every GPU)
+    extrapolation_gpus: dict[str, list[str]]  # GPU -> its specs outside the training ranges
+    models: dict[str, str]
+
+
+def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], max_itl_ms: float,
+              gpu_names: list[str] | None = None, margin: float = 0.0, use_cache: bool = True) -> RecommendAnswer:
+    """Every GPU named (default: the project's catalog) that can hold the LLM, ranked by predicted energy per
+    token among those meeting `max_itl_ms` (planner.recommend)."""
+    if not max_itl_ms > 0:
+        raise WattgpuError(f"--max-itl-ms must be positive, got {max_itl_ms:g}")
+    if not 0 <= margin < 1:
+        raise WattgpuError(f"--itl-margin-pct must be in [0, 100), got {100 * margin:g}")
+    project = resolve.project_gpus()
+    names = gpu_names if gpu_names is not None else project.keys
+    if not names:
+        raise WattgpuError("--gpus names no GPU")
+    keys = list(dict.fromkeys(project.resolve(n) for n in names))
+    wf = workload.filled(w)
+    fit = planner.memory_fit(pd.DataFrame({"gpu": keys, "memory_gb": [project.get(k).memory_gb for k in keys]}),
+                             planner.LlmSize(llm.spec.total_params_b, llm.spec.kv_cache_bytes_per_token()),
+                             wf["prompt_tokens"] + wf["output_tokens"], int(wf["n_gpus"]), MEMORY_RULE)
+    labels = [k for k, ok in zip(keys, fit["fits"]) if ok]
+    requests = [{**resolve.resolve_gpu(k, models.gpus, project).fields, **llm.fields, **w} for k in labels]
+    # A bad workload fails here, before any model is loaded; the rows also tell what lies outside the training data.
+    rows = validate(requests, models.gpus, models.llms) if requests else None
+    preds = []
+    if requests:
+        extra = [v for r in requests for v in workload.preset_variants(r)]
+        preds = PredictionCache(models.folder, use_cache).predict(requests, rows, extra=extra)
+    pred = pd.DataFrame(preds, columns=["gpu", *planner.PREDICTION_COLUMNS[1:]]).assign(gpu=labels)
+    rec = planner.recommend(pred, fit, max_itl_ms, margin)
+    ranges = models.training_ranges  # {} for folders without ranges: no notes
+    gpu_notes, shared = {}, []
+    if rows is not None:
+        gpu_notes = {k: ns for k, (_, r) in zip(labels, rows.iterrows())
+                     if (ns := coverage.outside(r, ranges, coverage.GPU_COLUMNS))}
+        others = tuple(c for c in coverage.COLUMNS if c not in coverage.GPU_COLUMNS)
+        shared = coverage.outside(rows.iloc[0], ranges, others)
+    return RecommendAnswer(llm.spec.key, llm.origin, w, rec, planner.near_target(rec.table, max_itl_ms, models.itl_error),
+                           models.itl_error, shared, gpu_notes, models.versions)
+
+
+def precompute(models: ModelSet, progress: Callable[[int], None] | None = None) -> tuple[int, int, Path]:
+    """Predict every project GPU x model LLM x preset (default workload) once per model version:
+    (grid size, newly predicted, cache file)."""
+    project = resolve.project_gpus()
+    gpus = [resolve.resolve_gpu(k, models.gpus, project).fields for k in project.keys]
+    grid = [{**g, "llm": llm, "scenario": s} for g in gpus for llm in models.llms.keys for s in workload.PRESETS]
+    cache = PredictionCache(models.folder)
+    todo = cache.missing(grid)
+    if todo:
+        cache.predict(todo, validate(todo, models.gpus, models.llms), progress=progress)
+    return len(grid), len(todo), cache.path

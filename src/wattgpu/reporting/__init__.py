@@ -1,0 +1,1 @@
+"""Renderers: markdown, LaTeX, HTML, PNG and console views of numbers computed elsewhere (they compute none)."""

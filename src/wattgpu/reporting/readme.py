@@ -1,0 +1,101 @@
+"""The README's generated blocks: every figure and pasted output in the README comes from a report the pipeline
+wrote (committed under reports/), through this module, never typed by hand.
+
+In README.md a block sits between `<!-- generated: NAME -->` and `<!-- end generated: NAME -->`.
+`python -m wattgpu.reporting.readme` rewrites them from the reports (`make readme`); `--check` lists the stale
+ones and exits 1 (the test suite runs the same check). `wattgpu results --markdown` prints every block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from wattgpu import paths
+
+START, END = "<!-- generated: {} -->", "<!-- end generated: {} -->"
+
+
+def _read(root: Path, rel: Path) -> str:
+    path = paths.resolve(rel, root)
+    if not path.exists():
+        raise FileNotFoundError(f"{rel} not found: run `dvc repro` first")
+    return path.read_text(encoding="utf-8")
+
+
+def results(root: Path) -> str:
+    """Nested MdAPE of what the search registers beside the paper replica, per target and regime."""
+    verdict = json.loads(_read(root, paths.SEARCH_DIR / "verdict.json"))
+    lines = ["| target | regime | nested selection offline / server | paper replica offline / server (same folds) |",
+             "|---|---|---:|---:|"]
+    for target in ("power", "itl"):
+        for regime, cells in verdict.get(target, {}).items():
+            setup = json.loads(_read(root, paths.SEARCH_DIR / regime / "metrics.json"))["setup"]
+            label = regime.upper() + (f" ({setup['max_pairs']} pairs)" if setup.get("max_pairs") else "")
+            off, srv = cells["offline"], cells["server"]
+            lines.append(f"| {'ITL' if target == 'itl' else target} | {label} | "
+                         f"**{off['nested_mdape']:.1f} % / {srv['nested_mdape']:.1f} %** | "
+                         f"{off['replica_mdape']:.1f} % / {srv['replica_mdape']:.1f} % |")
+    beats = "beats" if verdict.get("all_beat_replica") else "does NOT beat"
+    lines += ["", f"The nested selection {beats} the paper replica in every cell (`all_beat_replica: "
+                  f"{str(bool(verdict.get('all_beat_replica'))).lower()}` in `reports/search/verdict.json`)."]
+    return "\n".join(lines)
+
+
+def _text(rel: Path) -> Callable[[Path], str]:
+    return lambda root: "```text\n" + _read(root, rel).rstrip("\n") + "\n```"
+
+
+BLOCKS: dict[str, Callable[[Path], str]] = {
+    "results": results,
+    "data-report": lambda root: _read(root, paths.DATA_REPORT.with_suffix(".md")).split("\n", 2)[2].strip(),
+    "predict-example": _text(paths.REPORTS_DIR / "examples" / "predict.txt"),
+    "recommend-example": _text(paths.REPORTS_DIR / "examples" / "recommend.txt"),
+    "casestudy": lambda root: _read(root, paths.REPORTS_DIR / "casestudy" / "casestudy.md").strip(),
+}
+
+
+def _pattern(name: str) -> re.Pattern:
+    return re.compile(re.escape(START.format(name)) + r"\n(.*?)\n?" + re.escape(END.format(name)), re.S)
+
+
+def update(text: str, root: Path) -> str:
+    """`text` with every generated block that it holds rewritten from the reports under `root`."""
+    for name, render in BLOCKS.items():
+        pattern = _pattern(name)
+        if pattern.search(text):
+            body = render(root)
+            text = pattern.sub(lambda _: f"{START.format(name)}\n{body}\n{END.format(name)}", text)
+    return text
+
+
+def stale(text: str, root: Path) -> list[str]:
+    """The blocks of `text` that differ from what the reports under `root` give."""
+    return [name for name in BLOCKS if (m := _pattern(name).search(text)) and m.group(1).strip() != BLOCKS[name](root).strip()]
+
+
+def render_all(root: Path) -> str:
+    return "".join(f"{START.format(n)}\n{render(root)}\n{END.format(n)}\n\n" for n, render in BLOCKS.items())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="list stale blocks, exit 1 if any; write nothing")
+    args = parser.parse_args()
+    root = paths.project_root()
+    readme = root / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    if args.check:
+        names = stale(text, root)
+        print("stale README blocks: " + ", ".join(names) if names else "README blocks up to date")
+        sys.exit(1 if names else 0)
+    readme.write_text(update(text, root), encoding="utf-8")
+    print(f"updated {readme}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Stage `search_leaderboard`: every search regime's metrics -> reports/search/leaderboard.{md,csv} and the
+verdict (reports/search/verdict.json, a DVC metric), logged as one MLflow run."""
+
+from __future__ import annotations
+
+import json
+
+from wattgpu import paths, tracking
+from wattgpu.config import load_params
+from wattgpu.errors import WattgpuError
+from wattgpu.evaluation import leaderboard
+from wattgpu.io import write_csv, write_json
+from wattgpu.reporting import leaderboard as leaderboard_page
+
+EXPERIMENT = "wattgpu-search"
+
+
+def run_leaderboard() -> str:
+    root = paths.project_root()
+    params = load_params(paths.resolve(paths.PARAMS, root))
+    s = params.search
+    if s is None:
+        raise WattgpuError("params.yaml has no `search` section")
+    results = {r: json.loads(paths.resolve(paths.SEARCH_DIR / r / "metrics.json", root).read_text()) for r in s.regimes}
+    best = {}
+    for target in params.base.targets:
+        file = paths.resolve(paths.SEARCH_DIR / f"best_{target}.json", root)
+        if file.exists():
+            best[target] = json.loads(file.read_text())
+    lb = leaderboard.frame(results)
+    text = leaderboard_page.markdown(lb, results, best, list(s.algorithms))
+    out = paths.resolve(paths.SEARCH_DIR, root)
+    (out / "leaderboard.md").write_text(text)
+    write_csv(out / "leaderboard.csv", lb)
+    write_json(out / "verdict.json", leaderboard.verdict(lb))
+    mlflow = tracking.setup(EXPERIMENT, root)
+    with mlflow.start_run(run_name="search-leaderboard"):
+        mlflow.set_tags({"stage": "search_leaderboard", "git_commit": tracking.git_commit(root)})
+        flat = {}
+        for _, r in lb.iterrows():
+            for scen in ("offline", "server"):
+                flat[f"{r['target']}.{r['regime']}.{r['model']}.{scen}_mdape"] = r[f"{scen}_mdape"]
+        mlflow.log_metrics(tracking.flatten(flat))
+        mlflow.log_artifact(str(out / "leaderboard.md"))
+        mlflow.log_artifact(str(out / "leaderboard.csv"))
+        mlflow.log_artifact(str(out / "verdict.json"))
+    print(text)
+    return text
+
+
+def main() -> None:
+    try:
+        run_leaderboard()
+    except WattgpuError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+if __name__ == "__main__":
+    main()
