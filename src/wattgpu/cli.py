@@ -1,9 +1,7 @@
 """The `wattgpu` command line: predict, recommend a GPU, the case study, catalogs, results and the HTML report.
 
-A thin layer: each command parses its options and calls one module (wattgpu.planning for predictions,
-wattgpu.catalogs.edit for catalog changes, wattgpu.reporting for output). Expected errors (an unknown name, a
-bad field, a missing file) print `error: ...` on stderr and exit with code 2, never a traceback. Heavy imports
-happen only on paths that need them.
+A thin layer: each command parses its options and calls one module (wattgpu.planning, wattgpu.catalogs.edit,
+wattgpu.reporting). Expected errors print `error: ...` on stderr and exit with code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -57,12 +55,17 @@ def progress_bar(label: str):
 
 ModelsOpt = typer.Option(None, "--models", envvar="WATTGPU_MODELS",
                          help="folder holding power/ and itl/ model folders [default: models/]")
-ScenarioHelp = " | ".join(workload.SCENARIOS) + " (needs --rate)"
+ScenarioHelp = " | ".join(workload.SCENARIOS) + " (needs --rate); or --concurrency N"
 RateOpt = typer.Option(None, "--rate", help="requests per second (Poisson) [default: " + ", ".join(
     f"{k} {v:g}" for k, v in workload.SERVER_RATES.items()) + "]")
 PromptOpt = typer.Option(None, "--prompt-tokens", help=f"mean prompt tokens [default: {workload.DEFAULTS['prompt_tokens']:g}]")
 OutputOpt = typer.Option(None, "--output-tokens", help=f"mean output tokens [default: {workload.DEFAULTS['output_tokens']:g}]")
 NGpusOpt = typer.Option(None, "--gpus-per-replica", help=f"GPUs serving one replica [default: {workload.DEFAULTS['n_gpus']:g}]")
+ConcOpt = typer.Option(None, "--concurrency", help="requests the engine runs at once (a closed batch); or --rate")
+PpOpt = typer.Option(None, "--pipeline-parallel", help="pipeline stages of the replica's GPUs [default: 1]")
+PrecOpt = typer.Option(None, "--precision", help=" | ".join(workload.PRECISION_BYTES) + " [default: bf16]")
+EngineOpt = typer.Option(None, "--engine", help=" | ".join(workload.ENGINES) + f" [default: {workload.DEFAULT_ENGINE}]")
+VersionOpt = typer.Option(None, "--engine-version", help=f"e.g. 0.11 [default: {workload.DEFAULT_ENGINE_VERSION}]")
 JsonOpt = typer.Option(False, "--json", help="machine-readable output")
 LlmOpt = typer.Option(None, "--llm", help="a catalog LLM name or alias")
 LlmConfigOpt = typer.Option(None, "--llm-config", exists=True, dir_okay=False, help="a Hugging Face config.json")
@@ -76,9 +79,10 @@ def predict_cmd(
     gpu_spec: Path = typer.Option(None, "--gpu-spec", exists=True, dir_okay=False,
                                   help="a GPU spec YAML in the catalog's field names (data/catalogs/gpus.yaml)"),
     llm: str = LlmOpt, llm_config: Path = LlmConfigOpt,
-    scenario: str = typer.Option(None, "--scenario", help=ScenarioHelp),
+    scenario: str = typer.Option(None, "--scenario", help=ScenarioHelp), concurrency: float = ConcOpt,
     rate: float = RateOpt, prompt_tokens: float = PromptOpt, output_tokens: float = OutputOpt,
-    gpus_per_replica: int = NGpusOpt, as_json: bool = JsonOpt, models: Path = ModelsOpt,
+    gpus_per_replica: int = NGpusOpt, pipeline_parallel: int = PpOpt, precision: str = PrecOpt,
+    engine: str = EngineOpt, engine_version: str = VersionOpt, as_json: bool = JsonOpt, models: Path = ModelsOpt,
     input_csv: Path = typer.Option(None, "--input", exists=True, dir_okay=False,
                                    help="batch: a CSV of requests (columns as documented in wattgpu.request)"),
     output_csv: Path = typer.Option(None, "--output", help="batch: where to write the predictions CSV"),
@@ -94,12 +98,10 @@ def predict_cmd(
         with progress_bar("predicting") as advance:
             n = service.predict_csv(model_set, input_csv, output_csv, progress=advance)
         return typer.echo(f"wrote {n} predictions to {output_csv} (models: {model_set.versions})", err=True)
-    if scenario is None:
-        raise WattgpuError(f"--scenario is required ({ScenarioHelp})")
+    w = workload.workload(scenario, rate, prompt_tokens, output_tokens, gpus_per_replica, concurrency,
+                          pipeline_parallel, precision, engine, engine_version)
     answer = service.predict_one(model_set, resolve.gpu_choice(gpu, gpu_spec, model_set.gpus),
-                                 resolve.llm_choice(llm, llm_config, model_set.llms),
-                                 workload.workload(scenario, rate, prompt_tokens, output_tokens, gpus_per_replica),
-                                 use_cache=not no_cache)
+                                 resolve.llm_choice(llm, llm_config, model_set.llms), w, use_cache=not no_cache)
     typer.echo(console.predict_json(answer) if as_json else console.predict_text(answer))
 
 
@@ -107,20 +109,23 @@ def predict_cmd(
 @user_errors
 def recommend_cmd(
     llm: str = LlmOpt, llm_config: Path = LlmConfigOpt,
-    scenario: str = typer.Option(..., "--scenario", help=ScenarioHelp),
+    scenario: str = typer.Option(None, "--scenario", help=ScenarioHelp), concurrency: float = ConcOpt,
     max_itl_ms: float = typer.Option(..., "--max-itl-ms", help="latency target: mean inter-token latency (ms)"),
     gpus: str = typer.Option(None, "--gpus", help="comma-separated GPU names to consider [default: the whole catalog]"),
     margin_pct: float = typer.Option(0.0, "--itl-margin-pct",
                                      help="safety margin: require predicted ITL <= target x (1 - margin/100)"),
     rate: float = RateOpt, prompt_tokens: float = PromptOpt, output_tokens: float = OutputOpt,
-    gpus_per_replica: int = NGpusOpt, as_json: bool = JsonOpt, models: Path = ModelsOpt, no_cache: bool = NoCacheOpt,
+    gpus_per_replica: int = NGpusOpt, pipeline_parallel: int = PpOpt, precision: str = PrecOpt,
+    engine: str = EngineOpt, engine_version: str = VersionOpt, as_json: bool = JsonOpt, models: Path = ModelsOpt,
+    no_cache: bool = NoCacheOpt,
 ) -> None:
     """Rank the GPUs that can hold the LLM by predicted energy per token, among those meeting --max-itl-ms."""
 
     model_set = ModelSet.load(models)
     names = [n.strip() for n in gpus.split(",") if n.strip()] if gpus is not None else None
     answer = service.recommend(model_set, resolve.llm_choice(llm, llm_config, model_set.llms),
-                               workload.workload(scenario, rate, prompt_tokens, output_tokens, gpus_per_replica),
+                               workload.workload(scenario, rate, prompt_tokens, output_tokens, gpus_per_replica,
+                                                 concurrency, pipeline_parallel, precision, engine, engine_version),
                                max_itl_ms, names, margin_pct / 100, use_cache=not no_cache)
     if as_json:
         typer.echo(console.recommend_json(answer, margin_pct))
@@ -226,10 +231,8 @@ def catalog_add_gpu(
 ) -> None:
     """Validate GPU entries and append them to the GPU catalog (its comments are kept)."""
     path, new, total = edit.add_gpus(resolve.entries(resolve.load_yaml(spec_file), spec_file), spec_file.name, catalog)
-    for s in new:
-        typer.echo(f"added {s.key!r} to {path} ({total} GPUs)")
-    typer.echo("`wattgpu predict/recommend` use its spec now; `dvc repro` picks it up (catalog stage; models are "
-               "retrained when their inputs change).")
+    typer.echo("".join(f"added {s.key!r} to {path} ({total} GPUs)\n" for s in new) + "`wattgpu predict/recommend` "
+               "use its spec now; `dvc repro` picks it up (models retrain when their inputs change).")
 
 
 @catalog_app.command("add-llm")
@@ -242,6 +245,5 @@ def catalog_add_llm(
     key, _, spec = resolve.read_llm_config(config_file, name)
     dest = edit.add_llm(config_file, key, spec, resolve.project_llms())
     typer.echo(f"added {key!r} as {dest}: {spec.total_params_b:.2f} B parameters (computed from the config), "
-               f"{spec.num_layers} layers, family {spec.family}")
-    typer.echo("`dvc repro` picks it up: the catalog stage adds it to data/processed/llm_catalog.csv (to pin a "
+               f"{spec.num_layers} layers, family {spec.family}; `dvc repro` adds it to the LLM table (to pin a "
                "published parameter count, add it to data/catalogs/llm_published_params.yaml).")

@@ -34,7 +34,7 @@ class Ingest(Strict):
 
 
 class Regime(Strict):
-    kind: Literal["group_kfold", "row_kfold", "logo", "lolo", "lopo"]
+    kind: Literal["group_kfold", "row_kfold", "logo", "lolo", "lopo", "loso"]
     n_splits: int = Field(5, ge=2)
     max_pairs: int | None = Field(None, ge=1)  # lopo: evaluate a seeded sample of pairs (None = all)
 
@@ -106,7 +106,8 @@ class Hyperparameter(Strict):
 class AlgorithmSpace(Strict):
     """An algorithm's feature sets, its search space and known-good first trials (enqueued before TPE samples)."""
 
-    feature_sets: tuple[Literal["paper", "physics", "physics_core"], ...] = ("physics",)
+    feature_sets: tuple[Literal["paper", "physics", "physics_core", "workload"], ...] = ("physics",)
+    targets: tuple[Literal["power", "itl"], ...] = ("power", "itl")  # the targets it is a candidate for
     space: dict[str, Hyperparameter]
     first_trials: tuple[dict[str, Any], ...] = ()
 
@@ -119,7 +120,7 @@ class AlgorithmSpace(Strict):
         return self
 
 
-AlgorithmName = Literal["xgboost", "lightgbm", "extra_trees", "spline_ridge", "knn", "physics"]
+AlgorithmName = Literal["xgboost", "lightgbm", "extra_trees", "spline_ridge", "knn", "physics", "workload"]
 
 
 class Search(Strict):
@@ -127,6 +128,8 @@ class Search(Strict):
 
     profile: str = "small"
     profiles: dict[str, SearchProfile]
+    source: str | None = None  # the rows searched and registered: one source, or every source (null)
+    dense_only: bool = False  # leave MoE LLMs out
     primary_regime: str = "logo"  # the regime whose winner is written to reports/search/best_<target>.json
     regimes: dict[str, Regime]
     algorithms: dict[AlgorithmName, AlgorithmSpace]

@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.workload import MAX_OUTPUT_TOKENS, OFFLINE_RATE
+from wattgpu.workload import DEFAULT_ENGINE, ENGINES, MAX_OUTPUT_TOKENS, OFFLINE_RATE, PRECISION_BYTES, version_number
 
 PAPER_KV_TOKENS = 512 + 128  # the paper's KV-cache size: one 512-token prompt + 128 generated tokens
+FIXED_STEP_S_PER_LAYER = 1e-5  # a scale for per-layer launch and scheduling costs (the models learn the factor)
 PAPER_TOKENS_PER_REQUEST = 1000 + MAX_OUTPUT_TOKENS  # the paper's concurrency estimate: 1,000 context tokens + the cap
 
 GPU_FIELDS = (
@@ -27,7 +28,8 @@ GPU_FIELDS = (
 )
 LLM_FIELDS = (
     "total_params_b", "active_params_b", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
-    "head_dim", "intermediate_size", "vocab_size", "family", "is_moe",
+    "head_dim", "intermediate_size", "vocab_size", "family", "is_moe", "num_experts", "experts_per_token",
+    "kv_layers", "kv_values_per_layer", "weight_precision",
 )
 
 
@@ -48,11 +50,18 @@ def attach_specs(rows: pd.DataFrame, gpus, llms, idle_power_w: dict[str, float] 
 
 
 def kv_bytes_per_token(df: pd.DataFrame) -> pd.Series:
-    """K and V for every layer: 2 x layers x kv_heads x head_dim x 2 bytes (GQA-aware; 0 if attention-free)."""
+    """KV cache bytes per token (physics.kv_bytes_per_token; GQA, sliding windows and latent attention aware;
+    0 if attention-free)."""
     heads = df["llm_num_attention_heads"].astype(float)
     head_dim = df["llm_head_dim"].astype(float).fillna(df["llm_hidden_size"] / heads)
     kv_heads = df["llm_num_kv_heads"].astype(float).fillna(heads)
-    return physics.kv_bytes_per_token(df["llm_num_layers"], kv_heads, head_dim).fillna(0.0)
+    layers = df["llm_num_layers"].astype(float)
+    if "llm_kv_layers" in df:  # sliding-window layers cache a window, not the context
+        layers = df["llm_kv_layers"].astype(float).fillna(layers)
+    per_layer = physics.kv_values_per_layer(kv_heads, head_dim)
+    if "llm_kv_values_per_layer" in df:  # latent attention caches one latent (+ rope key)
+        per_layer = df["llm_kv_values_per_layer"].astype(float).fillna(per_layer)
+    return physics.kv_bytes_per_token(layers, per_layer).where(heads.notna(), 0.0).fillna(0.0)
 
 
 def engineer(df: pd.DataFrame, offline_batch: float) -> pd.DataFrame:
@@ -78,7 +87,8 @@ def engineer(df: pd.DataFrame, offline_batch: float) -> pd.DataFrame:
     out["free_memory_gb"] = mem - physics.weights_gb(params_total)
     out["available_memory_gb"] = 0.9 * mem - physics.weights_gb(params_total)
     # The paper's estimate of concurrent requests: MHA KV size (ignores GQA), 1,256 tokens per request.
-    mb_per_token = physics.kv_bytes_per_token(out["llm_num_layers"], 1, out["llm_hidden_size"]) / 1024**2  # MHA
+    mha_values = physics.kv_values_per_layer(1, out["llm_hidden_size"])  # the paper's: every head, no GQA
+    mb_per_token = physics.kv_bytes_per_token(out["llm_num_layers"], mha_values) / 1024**2
     out["max_concurrent_requests"] = out["available_memory_gb"] * 1024 / mb_per_token / PAPER_TOKENS_PER_REQUEST
     # GQA-aware KV capacity in tokens (0 where the weights do not fit).
     kv = out["kv_bytes_per_token"].replace(0, np.nan)
@@ -89,7 +99,78 @@ def engineer(df: pd.DataFrame, offline_batch: float) -> pd.DataFrame:
                                                    np.where(offline, offline_batch, 1.0))
     if "gpu_idle_power_w" in out:
         out["idle_power_ratio"] = out["gpu_idle_power_w"] / out["gpu_tdp_w"]
-    return _physics_features(out, offline_batch)
+    out = _physics_features(out, offline_batch)
+    return _workload_features(out) if "concurrency" in out else out
+
+
+def _workload_features(out: pd.DataFrame) -> pd.DataFrame:
+    """Workload-aware physics (in place on `out`): one decode step of `b = max(concurrency, 1)` sequences, each
+    getting one token, takes about
+
+        ITL(b) = T_weights(b) + b x (T_kv + T_compute) + T_fixed
+
+    - T_weights: the weights read once per step, over the tensor-parallel GPUs' bandwidth; a MoE step reads the
+      shared weights and the share of experts its b sequences touch (physics.experts_touched_fraction);
+    - T_kv: one sequence's KV cache (prompt + half the answer, on average) read per step;
+    - T_compute: one token's FLOPs (2 x active params), plus its share of prefill (prompt / output tokens), at peak;
+    - T_fixed: per-layer kernel launches and scheduling (a scale: microseconds per layer and pipeline stage).
+
+    Every term grows with b at most linearly, so ITL never falls as concurrency rises and throughput b / ITL never
+    falls either. Features that depend on concurrency are listed in MONOTONE (modeling keeps predictions monotone
+    in them); all others are functions of the GPU, the LLM and the rest of the workload only.
+    """
+    c = out["concurrency"].astype(float)
+    b = np.maximum(c, 1.0)
+    tp = out["tensor_parallel"].astype(float).fillna(out["n_gpus"].astype(float)) if "tensor_parallel" in out \
+        else out["n_gpus"].astype(float)
+    pp = out["pipeline_parallel"].astype(float).fillna(1.0) if "pipeline_parallel" in out else 1.0
+    precision = out["precision"] if "precision" in out else pd.Series("bf16", index=out.index)
+    weight_bytes = precision.map(PRECISION_BYTES).fillna(physics.BYTES_FP16).astype(float)
+    bandwidth = out["gpu_memory_bandwidth_gb_s"].astype(float) * 1e9 * tp
+    flops = out["gpu_fp16_tensor_tflops"].astype(float) * 1e12 * tp
+    total, active = out["llm_total_params_b"].astype(float), out["llm_active_params_b"].astype(float)
+    experts = out["llm_num_experts"].astype(float) if "llm_num_experts" in out else pd.Series(np.nan, index=out.index)
+    top_k = out["llm_experts_per_token"].astype(float) if "llm_experts_per_token" in out else experts
+    moe = (total > active) & (experts > 1)
+    share = (top_k / experts).where(moe, 1.0)
+    expert_params = ((total - active) / (1 - share)).where(moe, 0.0)  # all experts' weights (active = shared + share x these)
+    touched = physics.experts_touched_fraction(b, top_k.where(moe, 1.0), experts.where(moe, 1.0))
+    prompt = out["prompt_tokens_mean"].astype(float)
+    answer = out["output_tokens_mean"].astype(float).clip(lower=1.0)
+    out["weights_step_s"] = weight_bytes * 1e9 * (total - expert_params + expert_params * touched) / bandwidth
+    out["kv_step_per_sequence_s"] = (out["kv_bytes_per_token"] * (prompt.fillna(0) + answer / 2)) / bandwidth
+    out["compute_step_per_sequence_s"] = 2 * active * 1e9 * (1 + prompt.fillna(0) / answer) / flops
+    out["fixed_step_s"] = FIXED_STEP_S_PER_LAYER * out["llm_num_layers"].astype(float) * pp
+    out["itl_physics_s"] = (out["weights_step_s"] + b * (out["kv_step_per_sequence_s"]
+                            + out["compute_step_per_sequence_s"]) + out["fixed_step_s"])
+    for col in ("weights_step_s", "kv_step_per_sequence_s", "compute_step_per_sequence_s", "fixed_step_s",
+                "itl_physics_s"):
+        out[f"log_{col}"] = np.log(out[col].clip(lower=1e-9))  # an attention-free LLM reads no KV cache
+    out["log_batch"] = np.log(b)
+    out["concurrency_duty"] = np.minimum(c, 1.0)  # a Poisson load below one request in flight leaves the GPU idle
+    out["busy_fraction"] = 1.0 - np.exp(-c)  # share of time with a request in flight (Poisson arrivals, mean c)
+    # Open-loop load (requests arrive at a rate, the GPU idles between them) or a closed batch (always full).
+    out["poisson_arrivals"] = out["request_rate_per_s"].notna().astype(float) if "request_rate_per_s" in out else 0.0
+    # How many such sequences the KV cache holds beside the weights (a batch near it preempts and recomputes).
+    tokens = prompt.fillna(0) + answer
+    fit = physics.kv_fit_sequences(out["gpu_memory_gb"].astype(float), tp * pp,
+                                   weight_bytes * total, out["kv_bytes_per_token"], tokens)
+    out["log_kv_fit_sequences"] = np.log(np.clip(fit, 1.0, 1e6))
+    out["log_tensor_parallel"], out["log_pipeline_parallel"] = np.log(tp), np.log(pp)
+    out["weight_bytes_per_param"] = weight_bytes
+    out["log_prompt_tokens"] = np.log(prompt.clip(lower=1.0))  # NaN where the source does not say
+    out["prompt_unknown"] = prompt.isna().astype(float)
+    out["log_active_params_b"] = np.log(active)
+    out["active_share"] = active / total
+    engine = out["engine"] if "engine" in out else pd.Series(DEFAULT_ENGINE, index=out.index)
+    for name in ENGINES:
+        out[f"engine_{name}"] = (engine == name).astype(float)
+    version = out["engine_version"] if "engine_version" in out else pd.Series("", index=out.index)
+    out["engine_version_num"] = version.map(version_number).astype(float)
+    vendor = out["gpu_vendor"].astype(str).str.lower() if "gpu_vendor" in out else pd.Series("", index=out.index)
+    out["gpu_is_amd"], out["gpu_is_intel"] = vendor.eq("amd").astype(float), vendor.eq("intel").astype(float)
+    out["weights_memory_fraction_replica"] = (weight_bytes * total) / (out["gpu_memory_gb"] * tp * pp)
+    return out
 
 
 def _physics_features(out: pd.DataFrame, offline_batch: float) -> pd.DataFrame:
@@ -156,11 +237,18 @@ def load_scaled_tdp_w(rows: pd.DataFrame, rho: dict[str, float]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class FeatureSet:
-    """A named list of model inputs; `categorical` ones are ordinal-encoded, the rest numeric."""
+    """A named list of model inputs; `categorical` ones are ordinal-encoded, the rest numeric. `monotone`: the inputs
+    a model's prediction must not fall in (+1), e.g. those that grow with concurrency."""
 
     name: str
     numeric: tuple[str, ...]
     categorical: tuple[str, ...] = ()
+    monotone: tuple[str, ...] = ()
+
+    @property
+    def monotone_signs(self) -> list[int]:
+        """+1 / 0 per column (the order of `columns`), for gradient boosting's monotone constraints."""
+        return [1 if c in self.monotone else 0 for c in self.columns]
 
     @property
     def columns(self) -> list[str]:
@@ -220,3 +308,21 @@ FEATURE_SETS: dict[str, dict[str, FeatureSet]] = {
     "physics": {"power": PHYSICS, "itl": PHYSICS},
     "physics_core": {"power": PHYSICS_CORE, "itl": PHYSICS_CORE},
 }
+
+# Workload-aware sets (every source): the GPU, the LLM and the workload, no identity. Inputs that grow with
+# concurrency are monotone: power and ITL never fall as requests in flight rise.
+WORKLOAD_CONTEXT = (  # independent of concurrency
+    "log_total_params_b", "log_active_params_b", "active_share", "log_num_layers", "log_hidden_size",
+    "log_kv_step_per_sequence_s", "log_compute_step_per_sequence_s", "log_fixed_step_s", "log_tdp_w", "log_memory_gb",
+    "log_memory_bandwidth_gb_s", "log_fp16_tensor_tflops", "bandwidth_per_tdp_gb_s_w", "tflops_per_tdp_w", "is_gddr",
+    "gpu_release_year", "gpu_is_amd", "gpu_is_intel", "weights_memory_fraction_replica", "log_tensor_parallel",
+    "log_pipeline_parallel", "weight_bytes_per_param", "log_prompt_tokens", "prompt_unknown", "log_output_tokens",
+    "poisson_arrivals", "log_kv_fit_sequences",
+    *(f"engine_{e}" for e in ENGINES), "engine_version_num",
+)
+WORKLOAD_POWER = FeatureSet("workload", numeric=("log_batch", "concurrency_duty", "busy_fraction", *WORKLOAD_CONTEXT),
+                            monotone=("log_batch", "concurrency_duty", "busy_fraction"))
+WORKLOAD_ITL = FeatureSet("workload", numeric=("log_batch", "log_weights_step_s", "log_itl_physics_s",
+                                              *WORKLOAD_CONTEXT),
+                          monotone=("log_batch", "log_weights_step_s", "log_itl_physics_s"))
+FEATURE_SETS["workload"] = {"power": WORKLOAD_POWER, "itl": WORKLOAD_ITL}

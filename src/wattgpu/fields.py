@@ -60,15 +60,20 @@ LLM_CONFIG: dict[str, Bounds] = {
     "max_position_embeddings": Bounds(1, 100_000_000, integer=True),
     "num_experts": Bounds(1, 100_000, integer=True),
     "experts_per_token": Bounds(1, 100_000, integer=True),
+    "kv_layers": Bounds(1, 1000, integer=True),  # layers caching the whole context (sliding-window ones do not)
+    "kv_values_per_layer": Bounds(1, 1_000_000, integer=True),  # cached values per token and layer (latent attention)
 }
 LLM_CONFIG_REQUIRED = ("total_params_b", "num_layers", "hidden_size")
 LLM_CONFIG_OPTIONAL = ("active_params_b", "num_attention_heads", "num_kv_heads", "head_dim", "intermediate_size",
-                       "vocab_size")
-LLM_CONFIG_TEXT = ("family",)
+                       "vocab_size", "num_experts", "experts_per_token", "kv_layers", "kv_values_per_layer")
+LLM_CONFIG_TEXT = ("family", "weight_precision")
 
 WORKLOAD: dict[str, Bounds] = {
-    "request_rate_per_s": Bounds(1e-6, 1000),
+    "concurrency": Bounds(1e-3, 100_000),  # requests the engine runs at once (a closed batch)
+    "request_rate_per_s": Bounds(1e-6, 1000),  # Poisson arrivals
     "prompt_tokens": Bounds(1, 1_000_000),
     "output_tokens": Bounds(1, 1_000_000),
-    "n_gpus": Bounds(1, 64, integer=True),  # GPUs serving one model replica
+    "n_gpus": Bounds(1, 64, integer=True),  # GPUs serving one model replica (tensor x pipeline parallel)
+    "pipeline_parallel": Bounds(1, 64, integer=True),
 }
+WORKLOAD_TEXT = ("precision", "engine", "engine_version")

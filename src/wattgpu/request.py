@@ -4,8 +4,10 @@ canonical rows, ready for `features.engineer`. The one entry for every request: 
 A request is a mapping (one row of a frame) with:
 - `gpu`: a catalog name or alias, or else the GPU's spec fields `gpu_<field>` (fields.GPU_SPEC_REQUIRED at least);
 - `llm`: a catalog name or alias, or else the LLM's config fields `llm_<field>` (fields.LLM_CONFIG_REQUIRED at least);
-- `scenario`: offline | server_low | server_high | server (server needs `request_rate_per_s`);
-- optional workload: `request_rate_per_s`, `prompt_tokens`, `output_tokens`, `n_gpus` (defaults: workload.DEFAULTS).
+- the load, one of: `concurrency` (requests the engine runs at once), `request_rate_per_s` (Poisson arrivals, with
+  `scenario` absent or `server`), or a preset `scenario`: offline | server_low | server_high;
+- optional: `prompt_tokens`, `output_tokens`, `n_gpus` (GPUs per replica), `pipeline_parallel`, `precision`, `engine`,
+  `engine_version` (defaults: workload.DEFAULTS, the LLM's own precision, vLLM at the newest measured version).
 Accepted ranges: wattgpu.fields. Pure functions; every error names the row, the field and what is allowed.
 
 A field is absent when it is left out, null (None), NaN or blank text: a DataFrame (and a CSV read into one)
@@ -22,15 +24,26 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from wattgpu import fields
+from wattgpu import fields, physics
 from wattgpu.errors import UnknownNameError, WattgpuError
-from wattgpu.features import GPU_FIELDS, LLM_FIELDS
+from wattgpu.features import GPU_FIELDS, LLM_FIELDS, kv_bytes_per_token
 from wattgpu.fields import Bounds
-from wattgpu.workload import DEFAULTS, SCENARIOS, nearest_load
+from wattgpu.workload import (
+    DEFAULT_ENGINE,
+    DEFAULT_ENGINE_VERSION,
+    DEFAULTS,
+    ENGINES,
+    PRECISION_BYTES,
+    SCENARIOS,
+    SERVER_RATES,
+    nearest_load,
+    offline_concurrency,
+    version_number,
+)
 
 GPU_SPEC_OPTIONAL = tuple(k for k in fields.GPU_SPEC if k not in fields.GPU_SPEC_REQUIRED)
 KNOWN_FIELDS = (
-    {"gpu", "llm", "scenario", *fields.WORKLOAD}
+    {"gpu", "llm", "scenario", *fields.WORKLOAD, *fields.WORKLOAD_TEXT}
     | {f"gpu_{k}" for k in [*fields.GPU_SPEC, *fields.GPU_SPEC_TEXT, "name"]}
     | {f"llm_{k}" for k in [*fields.LLM_CONFIG_REQUIRED, *fields.LLM_CONFIG_OPTIONAL, *fields.LLM_CONFIG_TEXT, "name"]}
 )
@@ -145,35 +158,11 @@ def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame
             close = difflib.get_close_matches(name, sorted(KNOWN_FIELDS), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise RequestError(i, name, f"unknown field; {hint}allowed: {', '.join(sorted(KNOWN_FIELDS))}")
-        scenario = req.get("scenario")
-        if _missing(scenario):
-            raise RequestError(i, "scenario", f"missing: one of {', '.join(SCENARIOS)}")
-        if not isinstance(scenario, str) or scenario not in SCENARIOS:
-            raise RequestError(i, "scenario", f"{scenario!r} is not one of {', '.join(SCENARIOS)}")
         gpu_key, gpu_spec = _resolve(i, req, "gpu", gpus, "gpu_", fields.GPU_SPEC, fields.GPU_SPEC_REQUIRED,
                                      GPU_SPEC_OPTIONAL, fields.GPU_SPEC_TEXT)
         llm_key, llm_spec = _resolve(i, req, "llm", llms, "llm_", fields.LLM_CONFIG, fields.LLM_CONFIG_REQUIRED,
                                      fields.LLM_CONFIG_OPTIONAL, fields.LLM_CONFIG_TEXT)
-        row = {"gpu": gpu_key, "llm": llm_key, "scenario": "offline" if scenario == "offline" else "server"}
-        rate = req.get("request_rate_per_s")
-        if scenario == "offline":
-            if not _missing(rate):
-                raise RequestError(i, "request_rate_per_s", "not used offline (max throughput); leave it out")
-            rate = np.nan
-        elif _missing(rate):
-            if SCENARIOS[scenario] is None:
-                raise RequestError(i, "request_rate_per_s", "required for scenario 'server' (Poisson requests/s)")
-            rate = SCENARIOS[scenario]
-        else:
-            rate = _number(i, "request_rate_per_s", rate, fields.WORKLOAD["request_rate_per_s"])
-        # The models know the paper's two loads as labels; a custom rate maps to the nearer one (log scale).
-        label = scenario if scenario != "server" else nearest_load(rate)
-        row.update(scenario_label=label, request_rate_per_s=rate)
-        for k in ("prompt_tokens", "output_tokens", "n_gpus"):
-            v = req.get(k)
-            v = DEFAULTS[k] if _missing(v) else _number(i, k, v, fields.WORKLOAD[k])
-            row[k] = v
-        row["prompt_tokens_mean"], row["output_tokens_mean"] = row.pop("prompt_tokens"), row.pop("output_tokens")
+        row = {"gpu": gpu_key, "llm": llm_key, **_workload(i, req)}
         for f in GPU_FIELDS:
             row[f"gpu_{f}"] = gpu_spec.get(f, np.nan) if gpu_spec is not None else _catalog_field(gpus, gpu_key, f)
         for f in LLM_FIELDS:
@@ -186,5 +175,82 @@ def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame
                 row[f"llm_{f}"] = llm_spec.get(f, np.nan)
         if llm_spec is not None and _missing(row["llm_active_params_b"]):
             row["llm_active_params_b"] = row["llm_total_params_b"]
+        if not row["precision"]:  # the weights as published (e.g. gpt-oss's MXFP4 experts), else 16-bit
+            own = row.get("llm_weight_precision")
+            row["precision"] = own if isinstance(own, str) and own in PRECISION_BYTES else "bf16"
         rows.append(row)
-    return pd.DataFrame(rows)
+    return _offline_concurrency(pd.DataFrame(rows))
+
+
+def _workload(i: int, req: Mapping) -> dict:
+    """The request's workload in the training table's vocabulary: a closed batch of `concurrency` requests, Poisson
+    arrivals at `request_rate_per_s` (requests in flight solved by the predictor) or a preset (`scenario`)."""
+    given = {k: req.get(k) for k in ("scenario", "concurrency", "request_rate_per_s")}
+    scenario, concurrency, rate = (None if _missing(v) else v for v in given.values())
+    if scenario is not None and (not isinstance(scenario, str) or scenario not in SCENARIOS):
+        raise RequestError(i, "scenario", f"{scenario!r} is not one of {', '.join(SCENARIOS)}")
+    out = {"concurrency": np.nan, "request_rate_per_s": np.nan}
+    if concurrency is not None:
+        if scenario is not None or rate is not None:
+            field = "scenario" if scenario is not None else "request_rate_per_s"
+            raise RequestError(i, field, "give either `concurrency` (a closed batch) or a scenario / request rate")
+        out.update(scenario="fixed_concurrency", scenario_label="concurrency", concurrency_from="given",
+                   concurrency=_number(i, "concurrency", concurrency, fields.WORKLOAD["concurrency"]))
+    elif scenario == "offline":
+        if rate is not None:
+            raise RequestError(i, "request_rate_per_s", "not used offline (max throughput); leave it out")
+        out.update(scenario="offline", scenario_label="offline", concurrency_from="offline rule")
+    else:
+        if scenario is None and rate is None:
+            raise RequestError(i, "scenario", f"missing: give `concurrency`, `request_rate_per_s` or a scenario "
+                               f"({', '.join(SCENARIOS)})")
+        if rate is None and SCENARIOS.get(scenario) is None:
+            raise RequestError(i, "request_rate_per_s", "required for scenario 'server' (Poisson requests/s)")
+        if rate is not None:
+            if scenario in SERVER_RATES:
+                raise RequestError(i, "request_rate_per_s", f"{scenario!r} sets its own rate; use scenario 'server'")
+            rate = _number(i, "request_rate_per_s", rate, fields.WORKLOAD["request_rate_per_s"])
+        rate = SCENARIOS[scenario] if rate is None else rate
+        # The paper's models know the two loads as labels; a custom rate maps to the nearer one (log scale).
+        out.update(scenario="server", scenario_label=scenario if scenario in SERVER_RATES else nearest_load(rate),
+                   request_rate_per_s=rate, concurrency_from="solved from the rate")
+    for k in ("prompt_tokens", "output_tokens", "n_gpus", "pipeline_parallel"):
+        v = req.get(k)
+        out[k] = DEFAULTS.get(k, 1) if _missing(v) else _number(i, k, v, fields.WORKLOAD[k])
+    if out["n_gpus"] % out["pipeline_parallel"]:
+        raise RequestError(i, "pipeline_parallel", f"{out['pipeline_parallel']:g} does not divide n_gpus "
+                           f"{out['n_gpus']:g} (GPUs per replica = tensor x pipeline parallel)")
+    out["tensor_parallel"] = out["n_gpus"] // out["pipeline_parallel"]
+    out["prompt_tokens_mean"], out["output_tokens_mean"] = out.pop("prompt_tokens"), out.pop("output_tokens")
+    out["precision"] = _choice(i, "precision", req.get("precision"), tuple(PRECISION_BYTES), "")  # "": the LLM's own
+    out["engine"] = _choice(i, "engine", req.get("engine"), ENGINES, DEFAULT_ENGINE)
+    version = req.get("engine_version")
+    if _missing(version):
+        version = DEFAULT_ENGINE_VERSION if out["engine"] == DEFAULT_ENGINE else ""
+    elif not isinstance(version, str) or math.isnan(version_number(version)):
+        raise RequestError(i, "engine_version", f"must be a version like '0.11' or '0.14.1', got {version!r}")
+    out["engine_version"] = version.strip()
+    return out
+
+
+def _choice(i: int, name: str, value, allowed: tuple[str, ...], default: str) -> str:
+    if _missing(value):
+        return default
+    if not isinstance(value, str) or value.strip().lower() not in allowed:
+        raise RequestError(i, name, f"{value!r} is not one of {', '.join(allowed)}")
+    return value.strip().lower()
+
+
+def _offline_concurrency(rows: pd.DataFrame) -> pd.DataFrame:
+    """Offline rows get the requests in flight an offline run holds (workload.offline_concurrency)."""
+    offline = (rows["scenario"] == "offline").to_numpy()
+    if offline.any():
+        sub = rows[offline]
+        weights = physics.weights_gb(sub["llm_total_params_b"].astype(float),
+                                     sub["precision"].map(PRECISION_BYTES).astype(float))
+        rows.loc[offline, "concurrency"] = offline_concurrency(
+            sub["gpu_memory_gb"].to_numpy(float), sub["n_gpus"].to_numpy(float), weights.to_numpy(float),
+            kv_bytes_per_token(sub).to_numpy(float),
+            (sub["prompt_tokens_mean"] + sub["output_tokens_mean"]).to_numpy(float),
+            sub["gpu"].to_numpy(), sub["engine_version"].to_numpy())
+    return rows

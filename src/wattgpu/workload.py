@@ -12,6 +12,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from wattgpu import physics
+
 # vLLM's default max_num_seqs: the sequences decoded together offline (the paper's roofline batch).
 OFFLINE_MAX_NUM_SEQS = 256
 # The paper's convention for features: offline = an arbitrarily large request rate (req/s).
@@ -32,6 +36,35 @@ DEFAULTS: dict[str, float] = {"prompt_tokens": 14.0, "output_tokens": 220.0, "n_
 # How a measurement source ran its workload (the `scenario` column of the measurement table).
 RUN_KINDS = ("offline", "server", "fixed_concurrency", "static_batch")
 
+# The engine a request runs on unless it names one: Watt Counts' (the newest measured), so the presets are its runs.
+DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION = "vllm", "0.14.1"
+ENGINES = ("vllm", "tensorrt-llm", "deepspeed-mii", "deepspeed", "llama.cpp", "hf-transformers")
+# Bytes per weight at each precision (KV cache stays 16-bit: none of the measured runs quantised it).
+PRECISION_BYTES = {"bf16": 2.0, "fp16": 2.0, "16bit": 2.0, "fp8": 1.0, "int8": 1.0, "mxfp4": 4.25 / 8, "int4": 0.5}
+VLLM_MEMORY_UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization
+
+
+def version_number(version: str) -> float:
+    """'0.14.1' -> 1401.0 (major x 1e4 + minor x 100 + patch), sortable across releases; NaN when unknown."""
+    parts = [p for p in str(version or "").split(".") if p]
+    numbers = []
+    for p in parts[:3]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        if not digits:
+            break
+        numbers.append(int(digits))
+    if not numbers:
+        return math.nan
+    numbers += [0] * (3 - len(numbers))
+    return float(numbers[0] * 10**4 + numbers[1] * 100 + numbers[2])
+
+
+def vllm_default_max_num_seqs(memory_gb: float, gpu_name: str, engine_version: str) -> int:
+    """vLLM's default max_num_seqs for its offline `LLM` class: from the V1 engine (0.9) on, 1024 on GPUs with at
+    least 70 GiB that are not an A100 (EngineArgs.get_batch_defaults), else 256."""
+    big = memory_gb * 1e9 >= 70 * 2**30 and "a100" not in gpu_name.lower()
+    return 1024 if big and version_number(engine_version) >= version_number("0.9") else OFFLINE_MAX_NUM_SEQS
+
 
 def nearest_load(rate: float) -> str:
     """The measured server load nearer to `rate` on a log scale (the models know the two loads as labels)."""
@@ -39,33 +72,60 @@ def nearest_load(rate: float) -> str:
     return "server_low" if rate < math.sqrt(low * high) else "server_high"
 
 
-def workload(scenario: str, rate: float | None = None, prompt_tokens: float | None = None,
-             output_tokens: float | None = None, n_gpus: int | None = None) -> dict[str, Any]:
-    """Request fields of a workload, leaving out what is not given (the predictor applies the defaults)."""
-    w = {"scenario": scenario, "request_rate_per_s": rate, "prompt_tokens": prompt_tokens,
-         "output_tokens": output_tokens, "n_gpus": n_gpus}
+def workload(scenario: str | None = None, rate: float | None = None, prompt_tokens: float | None = None,
+             output_tokens: float | None = None, n_gpus: int | None = None, concurrency: float | None = None,
+             pipeline_parallel: int | None = None, precision: str | None = None, engine: str | None = None,
+             engine_version: str | None = None) -> dict[str, Any]:
+    """Request fields of a workload, leaving out what is not given (request.validate applies the defaults)."""
+    w = {"scenario": scenario, "request_rate_per_s": rate, "concurrency": concurrency, "prompt_tokens": prompt_tokens,
+         "output_tokens": output_tokens, "n_gpus": n_gpus, "pipeline_parallel": pipeline_parallel,
+         "precision": precision, "engine": engine, "engine_version": engine_version}
     return {k: v for k, v in w.items() if v is not None}
 
 
 def filled(w: Mapping[str, Any]) -> dict[str, Any]:
-    """A workload with the defaults the predictor applies, for display and the memory rule."""
-    out = {**DEFAULTS, **w}
-    if "request_rate_per_s" not in out and SCENARIOS.get(w["scenario"]) is not None:
+    """A workload with the defaults request.validate applies, for display and the memory rule."""
+    out = {**DEFAULTS, "pipeline_parallel": 1, "precision": "bf16", "engine": DEFAULT_ENGINE, **w}
+    if "engine_version" not in out and out["engine"] == DEFAULT_ENGINE:
+        out["engine_version"] = DEFAULT_ENGINE_VERSION
+    if "request_rate_per_s" not in out and SCENARIOS.get(w.get("scenario")) is not None:
         out["request_rate_per_s"] = SCENARIOS[w["scenario"]]
     return out
 
 
-def describe(w: Mapping[str, Any]) -> str:
-    """One line, e.g. 'server_high: 0.33 req/s, 14 prompt + 220 output tokens per request, 1 GPU per replica'."""
+def describe(w: Mapping[str, Any], concurrency: float | None = None) -> str:
+    """One line, e.g. 'server_high: Poisson 0.33 req/s (1.2 in flight), 14 prompt + 220 output tokens per request,
+    1 GPU per replica, vllm 0.14.1, bf16'. `concurrency`: the requests in flight a prediction used."""
     w = filled(w)
-    rate = f"{w['request_rate_per_s']:g} req/s, " if "request_rate_per_s" in w else "max throughput, "
+    in_flight = f" ({concurrency:.3g} in flight)" if concurrency is not None else ""
+    if "concurrency" in w:
+        load = f"{w['concurrency']:g} requests in flight"
+    elif "request_rate_per_s" in w:
+        load = f"{w.get('scenario', 'server')}: Poisson {w['request_rate_per_s']:g} req/s{in_flight}"
+    else:
+        load = f"offline: all requests at once{in_flight}"
     n = int(w["n_gpus"])
-    return (f"{w['scenario']}: {rate}{w['prompt_tokens']:g} prompt + {w['output_tokens']:g} output tokens per "
-            f"request, {n} GPU{'s' if n > 1 else ''} per replica")
+    pp = f" ({n // int(w['pipeline_parallel'])} x {int(w['pipeline_parallel'])} pipeline)" if w["pipeline_parallel"] > 1 else ""
+    return (f"{load}, {w['prompt_tokens']:g} prompt + {w['output_tokens']:g} output tokens per request, {n} GPU"
+            f"{'s' if n > 1 else ''} per replica{pp}, {w['engine']} {w.get('engine_version', '') or '(version unstated)'}"
+            f", {w['precision']}")
 
 
 def preset_variants(request: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The same request in each preset (none when it sets its own request rate)."""
-    if "request_rate_per_s" in request:
+    """The same request in each preset (none when it sets its own rate or concurrency)."""
+    if "request_rate_per_s" in request or "concurrency" in request:
         return []
     return [{**request, "scenario": s} for s in PRESETS]
+
+
+def offline_concurrency(memory_gb, n_gpus, weights_gb, kv_bytes_per_token, tokens_per_request, gpu_names,
+                        engine_versions, requests=OFFLINE_REQUESTS):
+    """Requests an offline run (every request submitted at once) holds in flight: vLLM's default max_num_seqs, the
+    requests submitted, or the sequences whose KV cache fits in 90 % of the memory beside the weights, whichever is
+    fewest. Elementwise over arrays; derived, so labelled so wherever it is stored."""
+    cap = np.array([vllm_default_max_num_seqs(float(m), str(g), str(v))
+                    for m, g, v in zip(np.ravel(memory_gb), np.ravel(gpu_names), np.ravel(engine_versions))],
+                   dtype=float).reshape(np.shape(memory_gb))
+    fit = physics.kv_fit_sequences(memory_gb, n_gpus, weights_gb, kv_bytes_per_token, tokens_per_request,
+                                   VLLM_MEMORY_UTILIZATION)
+    return np.minimum(np.minimum(cap, requests), fit)

@@ -68,12 +68,15 @@ def test_mlenergy_v2_power_is_divided_by_tp_x_pp_and_itl_is_tpot(tmp_path):
     # 800 J/req x 400 tok/s / 100 tok/req = 3200 W over 8 GPUs
     assert df["power_w_per_gpu"].tolist() == pytest.approx([400.0, 400.0])
     assert (df["n_gpus"] == 8).all()
-    assert df["itl_s"].tolist() == pytest.approx([0.05, 0.05])  # TPOT, not 1 / 400 tok/s
-    assert set(df["itl_derivation"]) == {"per_request_tpot"}
+    # per-request ITL by Little's law: mean batch / tokens per s (the reported TPOT, 0.05 s, kept beside it)
+    assert df["itl_s"].tolist() == pytest.approx([31.5 / 400, 31.5 / 400])
+    assert df["itl_reported_s"].tolist() == pytest.approx([0.05, 0.05])
+    assert set(df["itl_derivation"]) == {"mean_batch_per_throughput"}
     assert df["energy_per_token_j"].tolist() == pytest.approx([8.0, 8.0])
     assert set(df["scenario"]) == {"fixed_concurrency"}
-    # the PP=2 run held 2 x max_num_seqs requests at once
-    assert sorted(df["concurrency"]) == [32.0, 64.0]
+    # the concurrency is the measured mean batch; the setting (max_num_seqs x PP: 2 x 32 for the PP=2 run) beside it
+    assert df["concurrency"].tolist() == [31.5, 31.5] and sorted(df["concurrency_setting"]) == [32.0, 64.0]
+    assert (df["tensor_parallel"] * df["pipeline_parallel"]).tolist() == [8, 8]
 
 
 def test_mlenergy_v2_pp_suffix_folder_is_the_same_model_but_a_different_config(tmp_path):
@@ -229,9 +232,11 @@ def test_wattcounts_original_fixture():
     assert df["scenario_label"].tolist() == ["offline", "server_low", "server_high", "server_high", "offline"]
     assert df["scenario"].tolist() == ["offline", "server", "server", "server", "offline"]
     assert df["itl_derivation"].tolist() == ["offline_duration_per_token", *["server_exact"] * 3, "offline_duration_per_token"]
-    itl = df["itl_s"].to_numpy()
+    itl = df["itl_reported_s"].to_numpy()  # the paper's: offline duration / tokens, server exact
     assert itl[[0, 1, 2, 4]] == pytest.approx([0.01, 0.15, 0.2, 0.0125])
     assert np.isnan(itl[3]) and "2 or more tokens" in df.at[3, "itl_missing_reason"]
+    assert df["itl_s"].iloc[[1, 2]].tolist() == pytest.approx([0.15, 0.2])  # offline: set at ingest
+    assert df["itl_s"].iloc[[0, 4]].isna().all() and df["concurrency_setting"].iloc[[0, 4]].tolist() == [1000, 1000]
     assert df["itl_missing_reason"].iloc[[0, 1, 2, 4]].eq("").all()
     assert df["replicate_id"].tolist() == [0, 0, 0, 1, 1]
     assert df["power_w_per_gpu"].tolist() == [60.0, 50.0, 55.0, 50.0, 56.0]

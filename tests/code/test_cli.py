@@ -111,8 +111,9 @@ def test_predict_gpu_by_spec_yaml_and_llm_by_config_json(env):
     p = out["prediction"]
     assert p["gpu"] == "My L4-like card" and 20 < p["power_w"] < 75  # an L4 is a 72 W card
     assert p["itl_ms"] > 0 and p["tokens_per_s"] == pytest.approx(1000 / p["itl_ms"])
-    # server: energy per token = W / (rate x output tokens)
-    assert p["energy_per_token_j"] == pytest.approx(p["power_w"] / (0.33 * 220))
+    # server: requests in flight solved from the rate, so energy per token = W / (rate x output tokens)
+    assert p["energy_per_token_j"] == pytest.approx(p["power_w"] / (0.33 * 220), rel=1e-3)
+    assert p["concurrency"] == pytest.approx(0.33 * 220 * p["itl_ms"] / 1e3, rel=1e-3) and not p["overloaded"]
     assert out["models"] == {"power": "test-power-1", "itl": "test-itl-1"}
     assert out["request"]["gpu_tdp_w"] == 72.0 and out["request"]["llm_num_layers"] == 32
 
@@ -209,7 +210,7 @@ def test_recommend_text_states_the_pick_and_the_rule(env):
 
 
 def test_recommend_for_an_llm_given_by_config(env):
-    args = ("--scenario", "offline", "--max-itl-ms", "1", "--gpus", "A30,H200", "--json")
+    args = ("--scenario", "offline", "--max-itl-ms", "1000", "--gpus", "A30,H200", "--json")
     res = run("recommend", "--llm-config", str(llm_config_json(env)), *args)
     assert res.exit_code == 0, res.output
     by_config, by_name = json.loads(res.stdout), json.loads(run("recommend", "--llm", LLAMA, *args).stdout)

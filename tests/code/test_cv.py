@@ -9,11 +9,12 @@ from wattgpu.config import Regime
 from wattgpu.evaluation.cv import check_disjoint, folds
 
 ROWS = pd.DataFrame(
-    [{"gpu": g, "llm": m, "rep": r} for g, m, r in itertools.product("ABC", "wxyz", range(2))]
+    [{"gpu": g, "llm": m, "rep": r, "lab": "lab1" if g == "A" else "lab2" if m in "wx" else "lab3"}
+     for g, m, r in itertools.product("ABC", "wxyz", range(2))]
 )
 
 
-@pytest.mark.parametrize("kind", ["group_kfold", "row_kfold", "logo", "lolo", "lopo"])
+@pytest.mark.parametrize("kind", ["group_kfold", "row_kfold", "logo", "lolo", "lopo", "loso"])
 def test_every_row_is_tested_exactly_once_and_groups_never_leak(kind):
     regime = Regime(kind=kind, n_splits=3)
     fs = folds(ROWS, regime, seed=1)
@@ -54,3 +55,11 @@ def test_check_disjoint_catches_a_leak():
     leak = Fold("bad", np.arange(0, 10), np.arange(5, 12))
     with pytest.raises(AssertionError):
         check_disjoint(ROWS, Regime(kind="logo"), leak)
+
+
+def test_loso_holds_out_one_lab_and_trains_on_the_others():
+    fs = folds(ROWS, Regime(kind="loso"), seed=1)
+    assert [f.name for f in fs] == ["lab1", "lab2", "lab3"]
+    for f in fs:
+        assert set(ROWS["lab"].iloc[f.test]) == {f.name} and f.name not in set(ROWS["lab"].iloc[f.train])
+        assert len(f.train) + len(f.test) == len(ROWS)

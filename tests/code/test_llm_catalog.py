@@ -16,6 +16,7 @@ from wattgpu.catalogs.llms import (
     count_params,
     llm_spec_from_hf_config,
     load_llm_catalog,
+    read_config_file,
     specs_from_config_table,
 )
 from wattgpu.errors import CatalogError, UnknownNameError
@@ -223,3 +224,46 @@ def test_real_catalog_covers_every_dataset_llm(real_catalog):
     if not names:
         pytest.fail("no measurement datasets available: run `make data`")
     assert sorted(n for n in names if n not in cat) == []
+
+
+# --- expert layouts of newer MoE families, from the published configs in data/catalogs/llm_configs -------------
+
+@pytest.mark.parametrize("name, total, active, kv_bytes, precision", [
+    # published total / active (B); KV bytes per token at 16 bits
+    ("Qwen--Qwen3-30B-A3B", 30.5, 3.3, 2 * 48 * 4 * 128 * 2, "bf16"),
+    ("Qwen--Qwen3-235B-A22B", 235, 22, 2 * 94 * 4 * 128 * 2, "bf16"),
+    # gpt-oss: only the full-attention half of the layers caches the context (the rest slide over 128 tokens);
+    # OpenAI's active count leaves the input embedding out, ours keeps it (+11 %), as for every other model
+    ("openai--gpt-oss-120b", 116.83, 5.13 * 1.113, 18 * 2 * 8 * 64 * 2, "mxfp4"),
+    # DeepSeek-V3: latent attention caches kv_lora_rank + rope dims per layer, not 2 x heads x head dim
+    ("deepseek-ai--DeepSeek-V3", 671, 37, 61 * (512 + 64) * 2, "fp8"),
+])
+def test_newer_moe_layouts_count_and_size_their_kv_cache(name, total, active, kv_bytes, precision):
+    key, config = read_config_file(CONFIG_DIR / f"{name}.json")
+    computed_total, computed_active = count_params(config, key)
+    assert computed_total == pytest.approx(total, rel=0.03) and computed_active == pytest.approx(active, rel=0.03)
+    spec = llm_spec_from_hf_config(key, config)
+    assert spec.is_moe and spec.kv_cache_bytes_per_token() == kv_bytes and spec.weight_precision == precision
+
+
+@pytest.mark.parametrize("name, drop, field", [
+    ("Qwen--Qwen3-30B-A3B", "moe_intermediate_size", "moe_intermediate_size"),
+    ("deepseek-ai--DeepSeek-V3", "v_head_dim", "v_head_dim"),
+    ("Qwen--Qwen3-30B-A3B", "num_experts_per_tok", "num_experts_per_tok"),
+])
+def test_a_moe_layout_missing_a_field_names_it(name, drop, field):
+    key, config = read_config_file(CONFIG_DIR / f"{name}.json")
+    config.pop(drop)
+    with pytest.raises(CatalogError) as err:
+        count_params(config, key)
+    assert err.value.field == field
+
+
+def test_qwen_moe_dense_layers_are_counted_as_dense():
+    key, config = read_config_file(CONFIG_DIR / "Qwen--Qwen3-30B-A3B.json")
+    every, _ = count_params(config, key)
+    half, _ = count_params({**config, "decoder_sparse_step": 2}, key)  # experts on every other layer only
+    h, layers = config["hidden_size"], config["num_hidden_layers"]
+    experts = config["num_experts"] * 3 * h * config["moe_intermediate_size"] + h * config["num_experts"]
+    dense = 3 * h * config["intermediate_size"]
+    assert every - half == pytest.approx(layers // 2 * (experts - dense) / 1e9, rel=1e-6)

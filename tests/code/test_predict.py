@@ -151,16 +151,22 @@ def test_derived_outputs_follow_their_formulas():
     out = fixture_predictor().predict([
         {**BY_NAME, "n_gpus": 2},
         {**BY_NAME, "scenario": "server_high", "output_tokens": 100},
+        {**BY_NAME, "scenario": None, "concurrency": 64},
     ])
-    off, srv = out.iloc[0], out.iloc[1]
+    off, srv, batch = out.iloc[0], out.iloc[1], out.iloc[2]
     itl_off = 2 * (2 * 8 / 3350 / 256)  # FIXTURE ITL: 2 x roofline (weights / bandwidth / offline batch 256)
     assert off["power_w"] == 350.0 and off["itl_s"] == pytest.approx(itl_off)
     assert off["itl_ms"] == pytest.approx(itl_off * 1e3) and off["tokens_per_s"] == pytest.approx(1 / itl_off)
-    assert off["system_tokens_per_s"] == pytest.approx(1 / itl_off)
-    assert off["energy_per_token_j"] == pytest.approx(350.0 * 2 * itl_off)  # power x GPUs x ITL
-    assert srv["system_tokens_per_s"] == pytest.approx(0.33 * 100)  # rate x output tokens
-    assert srv["energy_per_token_j"] == pytest.approx(350.0 / (0.33 * 100))
-    assert list(out["scenario"]) == ["offline", "server_high"]
+    # offline: all 1,000 requests fit (vLLM's cap on an 80 GB non-A100 is 1,024; the KV cache holds more)
+    assert off["concurrency"] == 1000 and off["system_tokens_per_s"] == pytest.approx(1000 / itl_off)
+    assert off["energy_per_token_j"] == pytest.approx(350.0 * 2 * itl_off / 1000)  # power x GPUs / throughput
+    # server: requests in flight solved from the rate, so the throughput is the arrival rate x output tokens
+    itl_srv = 2 * (2 * 8 / 3350)
+    assert srv["concurrency"] == pytest.approx(0.33 * 100 * itl_srv, rel=1e-3)
+    assert srv["system_tokens_per_s"] == pytest.approx(0.33 * 100, rel=1e-3)
+    assert srv["energy_per_token_j"] == pytest.approx(350.0 / (0.33 * 100), rel=1e-3)
+    assert batch["concurrency"] == 64 and batch["system_tokens_per_s"] == pytest.approx(64 / batch["itl_s"])
+    assert list(out["scenario"]) == ["offline", "server_high", "concurrency"] and not out["overloaded"].any()
 
 
 def test_idle_power_reaches_catalog_gpus_only():
@@ -179,3 +185,33 @@ def test_model_folder_round_trip_keeps_catalogs_idle_power_and_offline_batch(tmp
     assert p.offline_batch == 128.0 and p.idle_power_w == {"FIXTURE GPU X1": 70.0}
     assert p.versions == {"power": "fixture", "itl": "fixture"}
     assert p.predict([BY_NAME])["itl_s"].iloc[0] == pytest.approx(2 * (2 * 8 / 3350 / 128))
+
+
+@pytest.mark.parametrize("request_, field", [
+    ({**BY_NAME, "concurrency": 8}, "scenario"),  # a closed batch or a preset, not both
+    ({**BY_NAME, "scenario": None, "concurrency": 8, "request_rate_per_s": 1.0}, "request_rate_per_s"),
+    ({**BY_NAME, "scenario": "server_low", "request_rate_per_s": 1.0}, "request_rate_per_s"),  # presets set it
+    ({**BY_NAME, "scenario": None}, "scenario"),  # no load at all
+    ({**BY_NAME, "concurrency": 0, "scenario": None}, "concurrency"),
+    ({**BY_NAME, "n_gpus": 4, "pipeline_parallel": 3}, "pipeline_parallel"),  # 3 does not divide 4
+    ({**BY_NAME, "precision": "fp6"}, "precision"),
+    ({**BY_NAME, "engine": "my-engine"}, "engine"),
+    ({**BY_NAME, "engine_version": "latest"}, "engine_version"),
+])
+def test_bad_workload_names_its_field(request_, field):
+    with pytest.raises(RequestError) as err:
+        validate([request_], GPUS, LLMS)
+    assert err.value.field == field and err.value.row == 0
+
+
+def test_the_workload_vocabulary_reaches_the_rows():
+    closed = one({**BY_NAME, "scenario": None, "concurrency": 64, "n_gpus": 4, "pipeline_parallel": 2,
+                  "precision": "FP8", "engine": "TensorRT-LLM", "engine_version": "0.11"})
+    assert (closed["scenario"], closed["concurrency"], closed["tensor_parallel"], closed["pipeline_parallel"]) == \
+        ("fixed_concurrency", 64, 2, 2)
+    assert (closed["precision"], closed["engine"], closed["engine_version"]) == ("fp8", "tensorrt-llm", "0.11")
+    poisson = one({**BY_NAME, "scenario": None, "request_rate_per_s": 2.0})
+    assert poisson["scenario"] == "server" and np.isnan(poisson["concurrency"])  # solved by the predictor
+    assert (poisson["engine"], poisson["engine_version"], poisson["precision"]) == ("vllm", "0.14.1", "bf16")
+    # offline: vLLM's cap on an 80 GB non-A100 (1,024) and the 1,000 requests submitted, the KV cache holds more
+    assert one(BY_NAME)["concurrency"] == 1000

@@ -71,7 +71,8 @@ def power_rows(pipeline):
     from wattgpu.evaluation.runner import target_rows
     from wattgpu.stages.register import catalogs, training_table
 
-    table = training_table(pipeline, load_params(pipeline / "params.yaml").evaluate, catalogs(pipeline))
+    ev = load_params(pipeline / "params.yaml").evaluate
+    table = training_table(pipeline, ev.source, ev.replica.dense_only, ev, catalogs(pipeline))
     return target_rows(table, "power").groupby("gpu").head(30).reset_index(drop=True)
 
 
@@ -81,7 +82,7 @@ def small_candidate(offline: float, server: float):
 
     replica = Replica(power=XgbParams(max_depth=3, n_estimators=20))
     return Candidate(paper_model("power", replica, seed=0, n_jobs=1), "test", "paper_replica", "paper_power",
-                     replica.power.model_dump(), "logo", offline, server)
+                     replica.power.model_dump(), "logo", offline, server, "wattcounts_processed", True)
 
 
 def test_register_twice_then_better_promotes_only_the_better(pipeline, power_rows, tmp_path, monkeypatch):
@@ -113,11 +114,17 @@ def test_register_twice_then_better_promotes_only_the_better(pipeline, power_row
     # The champion loads as a pyfunc model and answers in W, or rejects a bad request naming the field.
     from mlflow.exceptions import MlflowException
 
-    from wattgpu.serving.pyfunc import EXAMPLE_REQUESTS
+    from wattgpu.serving.pyfunc import EXAMPLE_REQUESTS, POWER_ONLY_EXAMPLE_REQUESTS
 
     model = mlflow.pyfunc.load_model("models:/wattgpu-power@champion")
-    out = model.predict(pd.DataFrame(EXAMPLE_REQUESTS))
-    assert list(out.columns) == ["gpu", "llm", "scenario", "power_w"]
+    # Served alone (no ITL model beside it), the power model cannot derive a Poisson load's requests in flight:
+    # it says so, naming the field, and answers once they are given.
+    with pytest.raises(MlflowException) as alone:
+        model.predict(pd.DataFrame(EXAMPLE_REQUESTS))
+    assert json.loads(alone.value.serialize_as_json())["field"] == "concurrency"
+    out = model.predict(pd.DataFrame(POWER_ONLY_EXAMPLE_REQUESTS))
+    assert list(out.columns) == ["gpu", "llm", "scenario", "concurrency", "power_w"]
+    assert out["concurrency"].iloc[1] == 8 and out["concurrency"].iloc[0] > 1  # offline: derived from the memory
     assert out["power_w"].between(20, 400).all()  # the H100 NVL's TDP is 400 W; the spec'd card's 350 W
     with pytest.raises(MlflowException) as err:
         model.predict(pd.DataFrame([{**EXAMPLE_REQUESTS[0], "gpu": "RTX 9999"}]))

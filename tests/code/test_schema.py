@@ -25,23 +25,28 @@ class FakeCatalog:
         return self.entries[self.resolve(name)]
 
 
-GPUS = FakeCatalog({"GPU-A": SimpleNamespace(tdp_w=300.0, memory_bandwidth_gb_s=1000.0)})
-LLMS = FakeCatalog({"llm-a": SimpleNamespace(is_moe=False, active_params_b=1.0),
-                    "moe-b": SimpleNamespace(is_moe=True, active_params_b=1.0)})
+GPUS = FakeCatalog({"GPU-A": SimpleNamespace(tdp_w=300.0, memory_bandwidth_gb_s=1000.0, memory_gb=40.0)})
+KV = lambda: 100_000.0  # noqa: E731 (FIXTURE: KV-cache bytes per token)
+LLMS = FakeCatalog({"llm-a": SimpleNamespace(is_moe=False, active_params_b=1.0, total_params_b=1.0,
+                                             kv_cache_bytes_per_token=KV),
+                    "moe-b": SimpleNamespace(is_moe=True, active_params_b=1.0, total_params_b=4.0,
+                                             kv_cache_bytes_per_token=KV)})
 
 
 def fixture_row(**overrides):
     row = {
         "source": "fixture", "config_id": "c", "replicate_id": 0, "raw_gpu_name": "GPU-A", "raw_llm_name": "llm-a",
-        "n_gpus": 1, "precision": "bf16", "engine": "vllm", "engine_version": "", "workload": "w",
-        "scenario": "server", "scenario_label": "server_low", "request_rate_per_s": 0.017, "concurrency": np.nan,
+        "n_gpus": 1, "tensor_parallel": 1, "pipeline_parallel": 1, "precision": "bf16", "engine": "vllm",
+        "engine_version": "", "workload": "w", "scenario": "server", "scenario_label": "server_low",
+        "request_rate_per_s": 0.017, "concurrency": 0.3, "concurrency_setting": np.nan,
+        "concurrency_derivation": "littles_law_rate_x_mean_e2e",
         "prompt_tokens_mean": 14.0, "output_tokens_mean": 200.0, "requests_served": 10.0,
         "measurement_duration_s": np.nan, "power_w_per_gpu": 120.0, "power_derivation": "nvml_gpu0_mean",
-        "itl_s": 0.02, "itl_derivation": "server_e2e_per_token_incl_ttft", "itl_missing_reason": "",
-        "throughput_tok_s": 100.0, "energy_per_token_j": 1.2,
+        "itl_s": 0.02, "itl_reported_s": 0.02, "itl_derivation": "server_e2e_per_token_incl_ttft",
+        "itl_missing_reason": "", "throughput_tok_s": 100.0, "energy_per_token_j": 1.2,
     }
     row.update(overrides)
-    return row
+    return {c: row[c] for c in RAW_COLUMNS}
 
 
 def frame(*rows):
@@ -91,10 +96,27 @@ def test_missing_column_is_named():
 
 def test_itl_below_the_weight_streaming_floor_is_blanked_not_dropped():
     # floor: 2 bytes x 1e9 params / 1000 GB/s = 2 ms; half of it = 1 ms
-    raw = frame(fixture_row(config_id="fast", itl_s=0.0005), fixture_row(config_id="ok", itl_s=0.0015),
-                fixture_row(config_id="off", scenario="offline", scenario_label="offline", itl_s=0.0001))
+    raw = frame(fixture_row(config_id="fast", itl_s=0.0005), fixture_row(config_id="ok", itl_s=0.0015))
     table, quarantine = finalize(raw, GPUS, LLMS)
     assert len(quarantine) == 0
     itl = table.set_index("config_id")["itl_s"]
-    assert np.isnan(itl["fast"]) and itl["ok"] == 0.0015 and itl["off"] == 0.0001
+    assert np.isnan(itl["fast"]) and itl["ok"] == 0.0015
     assert "implausible" in table.set_index("config_id").loc["fast", "itl_missing_reason"]
+
+
+def test_offline_concurrency_and_per_request_itl_are_derived_from_the_specs():
+    """FIXTURE: 40 GB GPU, 1 B params (2 GB of weights), 100 kB of KV cache per token, 214-token requests: the KV
+    cache holds (36 - 2) GB / 21.4 MB = 1,588 sequences, vLLM's cap is 256, 1,000 requests were submitted."""
+    offline = dict(scenario="offline", scenario_label="offline", request_rate_per_s=np.nan, concurrency=np.nan,
+                   concurrency_setting=1000.0, concurrency_derivation="", itl_s=np.nan, itl_reported_s=0.01)
+    small = dict(offline, config_id="small", raw_llm_name="moe-b", concurrency_setting=40.0)  # 8 GB of weights
+    raw = frame(fixture_row(config_id="off", **offline), fixture_row(**small),
+                fixture_row(config_id="waves", scenario="static_batch", concurrency=2000.0, concurrency_setting=2000.0,
+                            concurrency_derivation="static_batch", itl_s=0.5))
+    table = finalize(raw, GPUS, LLMS)[0].set_index("config_id")
+    assert table.at["off", "concurrency"] == 256 and table.at["small", "concurrency"] == 40
+    assert table.at["off", "itl_s"] == pytest.approx(256 / 100.0)  # requests in flight / tokens per s
+    assert table.at["off", "itl_derivation"] == "offline_concurrency_per_throughput"
+    assert table.at["off", "concurrency_derivation"] == "vllm_default_max_num_seqs_capped"
+    assert table.at["waves", "concurrency"] == 1588 and table.at["waves", "itl_s"] == pytest.approx(15.88)
+    assert table.at["waves", "concurrency_derivation"] == "static_batch_capped_by_kv_cache"

@@ -17,6 +17,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from wattgpu.config import AlgorithmSpace, Regime, Search, load_params
+from wattgpu.evaluation.metrics import score_groups
 from wattgpu.features import FEATURE_SETS, PHYSICS, engineer
 from wattgpu.modeling.algorithms import ALGORITHMS, best_record, build_estimator, make_estimator
 from wattgpu.modeling.targets import TARGETS, physics_target
@@ -59,7 +60,11 @@ def fixture_rows(seed: int = 0) -> pd.DataFrame:
             "gpu_base_clock_mhz": 1000.0, "gpu_boost_clock_mhz": 1500.0, "gpu_fp16_tensor_tflops": tf,
             "gpu_release_year": year, "llm_total_params_b": params, "llm_active_params_b": params,
             "llm_num_layers": layers, "llm_hidden_size": 128 * layers, "llm_num_attention_heads": 16,
-            "llm_num_kv_heads": 8, "llm_head_dim": 128, "llm_family": "fixture",
+            "llm_num_kv_heads": 8, "llm_head_dim": 128, "llm_family": "fixture", "llm_num_experts": np.nan,
+            "llm_experts_per_token": np.nan, "gpu_vendor": "NVIDIA", "lab": "fixture",
+            # the workload vocabulary: 256 in flight offline, a fraction of one request at the Poisson loads
+            "concurrency": 256.0 if scen == "offline" else rate * 10, "tensor_parallel": 1, "pipeline_parallel": 1,
+            "precision": "bf16", "engine": "vllm", "engine_version": "0.14.1",
         })
     rows = engineer(pd.DataFrame(records), offline_batch=256)
     noise = rng.normal(0, 0.03, len(rows))
@@ -75,7 +80,12 @@ def rows() -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def search(root) -> Search:
-    return load_params(root / "params.yaml").search
+    """params.yaml's search with the Watt-Counts-only candidates' spaces added (tests/fixtures)."""
+    import yaml
+
+    current = load_params(root / "params.yaml").search.model_dump(mode="json")
+    extra = yaml.safe_load((root / "tests/fixtures/wattcounts_search_spaces.yaml").read_text())["algorithms"]
+    return Search.model_validate({**current, "algorithms": {**current["algorithms"], **extra}})
 
 
 def test_logo_nested_plan_keeps_the_outer_test_gpu_out_of_the_inner_search(rows):
@@ -147,11 +157,16 @@ def test_physics_target_round_trips(rows, target):
 
 
 def test_score_is_the_geometric_mean_of_offline_and_server_mdape():
-    labels = np.array(["offline", "offline", "server_low", "server_high"])
+    rows = pd.DataFrame({"scenario_label": ["offline", "offline", "server_low", "server_high", "max_num_seqs=64"],
+                         "source": ["wattcounts_processed"] * 4 + ["mlenergy_v2"]})
+    groups = score_groups(rows)
+    assert list(groups) == ["offline", "offline", "server", "server", "mlenergy_v2"]
     y_true = np.array([100.0, 100.0, 100.0, 100.0])
     y_pred = np.array([104.0, 104.0, 91.0, 109.0])  # offline MdAPE 4, server MdAPE 9
-    assert score(y_true, y_pred, labels) == pytest.approx(6.0)
-    assert score(y_true, np.array([np.inf, 104, 91, 109]), labels) > 1000  # non-finite predictions lose
+    assert score(y_true, y_pred, groups[:4]) == pytest.approx(6.0)
+    assert score(y_true, np.array([np.inf, 104, 91, 109]), groups[:4]) > 1000  # non-finite predictions lose
+    # a third group counts as much as the others: geometric mean of 4, 9 and 48
+    assert score(np.full(5, 100.0), np.r_[y_pred, 148.0], groups) == pytest.approx((4 * 9 * 48) ** (1 / 3))
 
 
 def test_select_takes_the_lowest_inner_score_per_fold():
@@ -212,7 +227,7 @@ def test_search_params_reject_unknown_keys_and_first_trials_off_the_space(search
     raw = search.model_dump(mode="json")
     with pytest.raises(ValueError):
         Search.model_validate({**raw, "surprise": 1})
-    bad = dict(raw["algorithms"]["knn"], first_trials=[{"n_neighbors": 5}])
+    bad = dict(raw["algorithms"]["lightgbm"], first_trials=[{"n_estimators": 5}])
     with pytest.raises(ValueError):
         AlgorithmSpace.model_validate(bad)
     with pytest.raises(ValueError):

@@ -25,12 +25,15 @@ def test_offline_and_server_itl_definitions(tmp_path):
     df = read_wattcounts_processed(write(tmp_path, ROWS))
     assert len(df) == 4
     off = df[df.scenario_label == "offline"]
-    assert np.allclose(off["itl_s"], [1 / 4000, 1 / 4100])  # duration / tokens = 1 / throughput
-    assert set(off["itl_derivation"]) == {"offline_duration_per_token"}
+    assert np.allclose(off["itl_reported_s"], [1 / 4000, 1 / 4100])  # the paper's: duration / tokens = 1 / throughput
+    assert off["itl_s"].isna().all() and off["concurrency"].isna().all()  # per-request: derived at ingest
+    assert set(off["itl_derivation"]) == {"offline_duration_per_token"} and set(off["concurrency_setting"]) == {1000}
     assert off["measurement_duration_s"].tolist() == [40, 41]
     assert list(off["replicate_id"]) == [0, 1]
     low = df[df.scenario_label == "server_low"].iloc[0]
     assert low["itl_s"] == pytest.approx(2.0 / 100) and low["itl_derivation"] == "server_e2e_per_token_incl_ttft"
+    # Little's law: realised arrival rate (tokens per s / tokens per request) x mean e2e latency
+    assert low["concurrency"] == pytest.approx(low["throughput_tok_s"] / 100 * 2.0)
     assert low["request_rate_per_s"] == 0.017 and low["scenario"] == "server"
     assert np.isnan(df[df.scenario_label == "offline"]["request_rate_per_s"]).all()
     assert df["energy_per_token_j"].iloc[0] == pytest.approx(1 / 20)

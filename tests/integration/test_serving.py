@@ -42,16 +42,21 @@ def server(pipeline, tmp_path_factory):
     mp.setenv("WATTGPU_MLRUNS", str(tmp / "mlruns"))
     try:
         tracking.setup("wattgpu-test")
-        table = training_table(pipeline, load_params(pipeline / "params.yaml").evaluate, catalogs(pipeline))
-        rows = target_rows(table, "power").groupby("gpu").head(30).reset_index(drop=True)
-        # The kind of model the search registers: the physics-informed trend + boosting (src/wattgpu/modeling).
-        hp = {"linear_scope": "server", "alpha": 1.0, "n_estimators": 40, "learning_rate": 0.1, "num_leaves": 7,
+        params = load_params(pipeline / "params.yaml")
+        table = training_table(pipeline, None, False, params.evaluate, catalogs(pipeline))
+        # The kind of model the search registers: the workload model on every source (src/wattgpu/modeling), the
+        # ITL model first: the power model is served with it (it solves a Poisson load's requests in flight).
+        hp = {"linear_scope": "arrivals", "alpha": 100.0, "n_estimators": 40, "learning_rate": 0.1, "num_leaves": 7,
               "min_child_samples": 5, "reg_lambda": 0.01, "colsample_bytree": 1.0}
-        best = best_record("power", "physics", "physics", hp, regime="logo", offline_batch=256.0,
-                           load_rho={"offline": 0.9, "server_low": 0.2, "server_high": 0.6}, inner_score=5.0,
-                           nested_mdape={"offline": 5.0, "server": 15.0})
-        cand = Candidate(build_estimator(best, seed=0), "test", "physics", "physics", hp, "logo", 5.0, 15.0)
-        publish("power", rows, cand, Registry(), tmp / "power", catalogs(pipeline), {"offline_batch": 256.0})
+        for target in ("itl", "power"):
+            rows = target_rows(table, target).groupby(["source", "gpu"]).head(40).reset_index(drop=True)
+            best = best_record(target, "workload", "workload", hp, regime="logo", offline_batch=256.0,
+                               load_rho=dict(params.evaluate.load_rho), inner_score=5.0,
+                               nested_mdape={"offline": 5.0, "server": 15.0})
+            cand = Candidate(build_estimator(best, seed=0), "test", "workload", "workload", hp, "logo", 5.0, 15.0,
+                             None, False)
+            publish(target, rows, cand, Registry(), tmp / "models" / target, catalogs(pipeline),
+                    {"offline_batch": 256.0})
         with Server("models:/wattgpu-power@champion", tracking.tracking_uri()) as srv:
             yield srv
     finally:
@@ -68,6 +73,8 @@ def test_a_good_request_gets_200_and_a_plausible_power(server):
     preds = r.json()["predictions"]
     assert [p["gpu"] for p in preds] == ["NVIDIA H100 NVL", "custom GPU"]
     assert 40 <= preds[0]["power_w"] <= 400 * 1.3 and 35 <= preds[1]["power_w"] <= 350 * 1.3
+    # offline: the requests an offline run holds; Poisson: solved from the rate with the companion ITL model
+    assert preds[0]["concurrency"] >= 1 and 0 < preds[1]["concurrency"] < preds[0]["concurrency"]
 
 
 @pytest.mark.parametrize("case", list(BAD))

@@ -37,7 +37,8 @@ FIELD_NAMES: dict[str, tuple[str, ...]] = {
 GATED_MLP = frozenset({
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3",
     "gemma3_text", "phi3", "phimoe", "phi3small", "deci", "aquila", "olmo", "olmo2", "olmoe", "granite",
-    "granitemoe", "internlm", "internlm2", "deepseek", "gpt_oss", "solar", "baichuan", "stablelm",
+    "granitemoe", "internlm", "internlm2", "deepseek", "deepseek_v2", "deepseek_v3", "gpt_oss", "solar", "baichuan",
+    "stablelm",
 })
 PLAIN_MLP = frozenset({
     "gpt2", "gptj", "gpt_neox", "gpt_neo", "opt", "bloom", "phi", "starcoder2", "gpt_bigcode", "falcon",
@@ -53,8 +54,15 @@ LEARNED_POSITIONS = frozenset({"gpt2", "opt", "gpt_bigcode", "gpt_neo"})
 # Config classes whose tie_word_embeddings defaults to False (the transformers base default is True).
 UNTIED_BY_DEFAULT = frozenset({
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "gptj", "gpt_neox", "phi", "phi3", "phimoe",
-    "rwkv", "deci", "aquila", "internlm2", "olmo2", "olmoe", "deepseek", "gpt_oss",
+    "rwkv", "deci", "aquila", "internlm2", "olmo2", "olmoe", "deepseek", "deepseek_v2", "deepseek_v3", "gpt_oss",
+    "qwen3_moe",
 })
+# MoE families whose experts have their own width (`moe_intermediate_size`); the others reuse intermediate_size.
+EXPERT_WIDTH_FIELD = frozenset({"qwen2_moe", "qwen3_moe", "deepseek", "deepseek_v2", "deepseek_v3"})
+# Multi-head latent attention (DeepSeek-V2/V3): the fields it needs, all required once `kv_lora_rank` is set.
+MLA_FIELDS = ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+# quantization_config.quant_method -> the weight precision (wattgpu.workload.PRECISION_BYTES)
+QUANTIZED = {"mxfp4": "mxfp4", "fp8": "fp8", "fbgemm_fp8": "fp8", "awq": "int4", "gptq": "int4", "bitsandbytes": "int8"}
 OPT_POSITION_OFFSET = 2  # OPT's learned position table has 2 extra rows
 
 
@@ -86,6 +94,10 @@ class Architecture:
     kv_heads_per_layer: tuple[int, ...] | None = None  # DeciLM's variable GQA
     encoder_layers: int = 0  # encoder-decoder (T5): encoder layers, counted in parameters only
     mlp_matrices: int | None = None  # 3 gated (gate, up, down), 2 plain (up, down), None: no rule known
+    moe_layers: int | None = None  # layers with experts (None: every layer after the dense prefix)
+    mla: tuple[int | None, int, int, int, int] | None = None  # q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head_dim
+    kv_layers: int | None = None  # layers whose KV cache grows with the context (the rest slide over a window)
+    weight_precision: str = "bf16"  # from quantization_config, else the checkpoint dtype
 
     @property
     def is_moe(self) -> bool:
@@ -94,6 +106,11 @@ class Architecture:
     @property
     def attn_head_dim(self) -> int:
         return self.head_dim if self.head_dim is not None else self.hidden_size // (self.num_attention_heads or 1)
+
+    @property
+    def kv_values_per_layer(self) -> int | None:
+        """Values cached per token and layer where they are not 2 x KV heads x head dim: MLA's latent + rope key."""
+        return None if self.mla is None else self.mla[1] + self.mla[3]
 
 
 def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -195,13 +212,30 @@ def architecture_from_config(key: str, config: Mapping[str, Any]) -> Architectur
     top_k = _optional(key, config, "experts_per_token") if experts else None
     if experts and experts > 1 and top_k is None:
         raise CatalogError(key, "num_experts_per_tok", "a mixture of experts needs the number of experts per token")
-    moe_inter = _optional_named(key, config, "moe_intermediate_size") or inter
+    moe_inter = _optional_named(key, config, "moe_intermediate_size")
+    if experts and experts > 1 and moe_inter is None:
+        if family in EXPERT_WIDTH_FIELD:
+            raise CatalogError(key, "moe_intermediate_size", f"missing: a {family} expert's width")
+        moe_inter = inter
     shared = _optional_named(key, config, "shared_expert_intermediate_size") or _optional_named(
         key, config, "moe_shared_expert_intermediate_size") or 0
     n_shared = _optional_named(key, config, "n_shared_experts")
     if n_shared and moe_inter:
         shared = n_shared * moe_inter
     dense_layers = _optional_named(key, config, "first_k_dense_replace") or 0
+    moe_layers = _moe_layers(key, config, layers, dense_layers) if experts and experts > 1 else None
+    mla = _mla(key, config) if present(config.get("kv_lora_rank")) else None
+    kv_layers = _full_attention_layers(key, config, layers)
+    quant = config.get("quantization_config")
+    if isinstance(quant, str) and quant.strip().startswith("{"):
+        try:
+            quant = ast.literal_eval(quant)  # literals only: the flattened table stores the dict's Python repr
+        except (ValueError, SyntaxError):
+            raise CatalogError(key, "quantization_config", "not a mapping") from None
+    method = str(quant.get("quant_method", "")).lower() if isinstance(quant, Mapping) else ""
+    if method and method not in QUANTIZED:
+        raise CatalogError(key, "quantization_config.quant_method", f"{method!r} is not one of {', '.join(QUANTIZED)}")
+    precision = QUANTIZED.get(method) or ("fp16" if str(dtype) == "float16" else "bf16")
 
     return Architecture(
         family=family, num_layers=layers, hidden_size=hidden, num_attention_heads=heads, num_kv_heads=kv_heads,
@@ -210,7 +244,55 @@ def architecture_from_config(key: str, config: Mapping[str, Any]) -> Architectur
         num_experts=experts, experts_per_token=top_k, expert_intermediate_size=moe_inter if experts else None,
         shared_expert_intermediate_size=shared if experts else 0, dense_layers=dense_layers if experts else 0,
         kv_heads_per_layer=kv_per_layer, encoder_layers=encoder_layers, mlp_matrices=_mlp_matrices(family, config),
+        moe_layers=moe_layers, mla=mla, kv_layers=kv_layers, weight_precision=precision,
     )
+
+
+def _moe_layers(key: str, config: Mapping[str, Any], layers: int, dense_prefix: int) -> int:
+    """How many layers hold experts: Qwen-MoE's `decoder_sparse_step` and `mlp_only_layers`, DeepSeek's
+    `first_k_dense_replace` and `moe_layer_freq` (every layer after the dense prefix when none is given)."""
+    step = _optional_named(key, config, "decoder_sparse_step") or 1
+    freq = _optional_named(key, config, "moe_layer_freq") or 1
+    dense = _list(key, config, "mlp_only_layers") or []
+    if not all(isinstance(i, int) for i in dense):
+        raise CatalogError(key, "mlp_only_layers", "expected a list of layer indices")
+    return sum(1 for i in range(layers)
+               if i >= dense_prefix and i not in dense and (i + 1) % step == 0 and i % freq == 0)
+
+
+def _mla(key: str, config: Mapping[str, Any]) -> tuple[int | None, int, int, int, int]:
+    """Multi-head latent attention's ranks and head dims; a missing one is an error naming it."""
+    for name in MLA_FIELDS[1:]:
+        if not present(config.get(name)):
+            raise CatalogError(key, name, "missing: multi-head latent attention (kv_lora_rank is set) needs it")
+    q_lora = _optional_named(key, config, "q_lora_rank")  # null: no low-rank query projection (DeepSeek-V2-Lite)
+    return (q_lora, *(_as_int(key, n, config[n], 1, 100_000) for n in ("kv_lora_rank", *MLA_FIELDS[1:])))
+
+
+def _list(key: str, config: Mapping[str, Any], name: str) -> list | None:
+    """A list field (the flattened config table stores its Python repr: parsed as literals only), or None."""
+    value = config.get(name)
+    if not present(value):
+        return None
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise CatalogError(key, name, f"not a list: {value[:60]!r}") from None
+    if not isinstance(value, (list, tuple)):
+        raise CatalogError(key, name, f"expected a list, got {type(value).__name__}")
+    return list(value)
+
+
+def _full_attention_layers(key: str, config: Mapping[str, Any], layers: int) -> int | None:
+    """Layers with full attention where `layer_types` names them (gpt-oss): a sliding-window layer caches at most
+    its window, so its KV cache does not grow with the context."""
+    types = _list(key, config, "layer_types")
+    if types is None:
+        return None
+    if len(types) != layers:
+        raise CatalogError(key, "layer_types", f"expected one entry per layer ({layers})")
+    return sum(1 for t in types if "sliding" not in str(t))
 
 
 def _mlp_matrices(family: str, config: Mapping[str, Any]) -> int | None:
@@ -260,15 +342,20 @@ def count_params(config: Mapping[str, Any] | Architecture, key: str = "<config>"
 
     kv_per_layer = arch.kv_heads_per_layer or (arch.num_kv_heads or 0,) * arch.num_layers
     attn = sum(2 * h * q_dim + 2 * h * kv * arch.attn_head_dim for kv in kv_per_layer)  # q, o + k, v
+    if arch.mla is not None:  # latent attention: low-rank q, one shared kv latent (+ rope key), per-head up-projections
+        q_lora, kv_lora, nope, rope, v_dim = arch.mla
+        q = h * heads * (nope + rope) if q_lora is None else h * q_lora + q_lora * heads * (nope + rope)
+        attn = arch.num_layers * (q + h * (kv_lora + rope) + kv_lora * heads * (nope + v_dim) + heads * v_dim * h)
 
     dense_mlp = mats * h * arch.intermediate_size
     if arch.is_moe:
         expert = mats * h * arch.expert_intermediate_size
         shared = mats * h * arch.shared_expert_intermediate_size
         router = h * arch.num_experts
-        moe_layers = arch.num_layers - arch.dense_layers
-        mlp_total = moe_layers * (arch.num_experts * expert + shared + router) + arch.dense_layers * dense_mlp
-        mlp_active = moe_layers * (arch.experts_per_token * expert + shared + router) + arch.dense_layers * dense_mlp
+        moe_layers = arch.num_layers - arch.dense_layers if arch.moe_layers is None else arch.moe_layers
+        dense_layers = arch.num_layers - moe_layers
+        mlp_total = moe_layers * (arch.num_experts * expert + shared + router) + dense_layers * dense_mlp
+        mlp_active = moe_layers * (arch.experts_per_token * expert + shared + router) + dense_layers * dense_mlp
     else:
         mlp_total = mlp_active = arch.num_layers * dense_mlp
 

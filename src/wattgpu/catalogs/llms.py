@@ -68,6 +68,9 @@ class LlmSpec(BaseModel):
     num_experts: int | None = LLM_CONFIG["num_experts"].field()
     experts_per_token: int | None = LLM_CONFIG["experts_per_token"].field()
     dtype: str = Field(min_length=1)  # torch_dtype of the checkpoint; "unspecified" where the config has none
+    weight_precision: str = "bf16"  # how the published weights are stored (quantization_config, else dtype)
+    kv_layers: int | None = LLM_CONFIG["kv_layers"].field(default=None)  # None: every layer caches the context
+    kv_values_per_layer: int | None = LLM_CONFIG["kv_values_per_layer"].field(default=None)  # None: 2 x kv heads x head dim
     params_source: Literal["published", "computed", "table"]
     computed_params_b: float | None = LLM_CONFIG["total_params_b"].field()  # from the config; None where not computable
     source: str
@@ -111,8 +114,11 @@ class LlmSpec(BaseModel):
         """
         if self.num_attention_heads is None or self.num_kv_heads is None:
             return 0.0
-        return float(physics.kv_bytes_per_token(self.num_layers, self.num_kv_heads, self.resolved_head_dim,
-                                                bytes_per_value))
+        layers = self.kv_layers if self.kv_layers is not None else self.num_layers
+        values = self.kv_values_per_layer  # latent attention caches one latent (+ rope key) per layer
+        if values is None:
+            values = physics.kv_values_per_layer(self.num_kv_heads, self.resolved_head_dim)
+        return float(physics.kv_bytes_per_token(layers, values, bytes_per_value))
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any], entry: str) -> LlmSpec:
@@ -172,7 +178,8 @@ def _spec_fields(arch: Architecture) -> dict[str, Any]:
         "head_dim": arch.head_dim, "intermediate_size": arch.expert_intermediate_size or arch.intermediate_size,
         "vocab_size": arch.vocab_size, "max_position_embeddings": arch.max_position_embeddings,
         "family": arch.family, "is_moe": arch.is_moe, "num_experts": arch.num_experts,
-        "experts_per_token": arch.experts_per_token, "dtype": arch.dtype,
+        "experts_per_token": arch.experts_per_token, "dtype": arch.dtype, "weight_precision": arch.weight_precision,
+        "kv_layers": arch.kv_layers, "kv_values_per_layer": arch.kv_values_per_layer,
     }
 
 
@@ -329,11 +336,11 @@ class LlmCatalog(NamedCatalog[LlmSpec]):
     @classmethod
     def from_frame(cls, frame: pd.DataFrame) -> LlmCatalog:
         """Inverse of `to_frame` (e.g. after a CSV round trip)."""
-        missing = [c for c in LlmSpec.model_fields if c not in frame.columns]
+        missing = [c for c, f in LlmSpec.model_fields.items() if c not in frame.columns and f.is_required()]
         if missing:
             raise CatalogError("LLM catalog table", missing[0], "column missing")
         specs = []
-        for i, row in enumerate(frame[list(LlmSpec.model_fields)].to_dict(orient="records")):
+        for i, row in enumerate(frame[[c for c in LlmSpec.model_fields if c in frame.columns]].to_dict(orient="records")):
             d = {k: (None if not present(v) else v.item() if hasattr(v, "item") else v) for k, v in row.items()}
             d["aliases"] = tuple(a.strip() for a in str(d["aliases"] or "").split(";") if a.strip())
             d["source"] = d["source"] or ""

@@ -6,6 +6,8 @@
 - lolo:        leave one LLM out.
 - lopo:        leave one (GPU, LLM) pair out, after removing every row of that GPU *and* of that LLM
                from training: a new GPU and a new model at once.
+- loso:        leave one source (lab) out: train on the other labs' measurements, test on one lab's (its engine,
+               workloads and measurement method unseen).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def folds(rows: pd.DataFrame, regime: Regime, seed: int = 42) -> list[Fold]:
         return list(_leave_one_out(rows["gpu"]))
     if regime.kind == "lolo":
         return list(_leave_one_out(rows["llm"]))
+    if regime.kind == "loso":
+        return list(_leave_one_out(rows["lab"]))
     if regime.kind == "lopo":
         gpu, llm = rows["gpu"].to_numpy(), rows["llm"].to_numpy()
         pairs = sorted(set(zip(gpu, llm)))
@@ -70,6 +74,8 @@ def check_disjoint(rows: pd.DataFrame, regime: Regime, fold: Fold) -> None:
         assert not set(train["gpu"]) & set(test["gpu"]), f"{fold.name}: GPU seen in training"
     if regime.kind in ("lolo", "lopo"):
         assert not set(train["llm"]) & set(test["llm"]), f"{fold.name}: LLM seen in training"
+    if regime.kind == "loso":
+        assert not set(train["lab"]) & set(test["lab"]), f"{fold.name}: lab seen in training"
     if regime.kind == "group_kfold":
         pairs = lambda f: set(zip(f["gpu"], f["llm"]))  # noqa: E731
         assert not pairs(train) & pairs(test), f"{fold.name}: (GPU, LLM) pair on both sides"

@@ -20,10 +20,11 @@ STATS = ("mdape", "gpu_tau", "pearson_r")  # per (target, regime, model, scenari
 
 
 def frame(results: dict[str, dict]) -> pd.DataFrame:
-    """One row per (target, regime, model) from {regime: search metrics.json content}."""
+    """One row per (target, regime, model) from {regime: search metrics.json content}: the paper's comparison,
+    every model on the rows the replica predicts (its source's offline and server rows)."""
     rows = []
     for regime, res in results.items():
-        for target, models in res["metrics"].items():
+        for target, models in res.get("paper_metrics", res["metrics"]).items():
             for model, by_scen in models.items():
                 row = {"target": target, "regime": regime, "model": model}
                 for scen in ("offline", "server"):
@@ -41,14 +42,39 @@ def frame(results: dict[str, dict]) -> pd.DataFrame:
 
 def verdict(lb: pd.DataFrame) -> dict:
     """The acceptance view for `dvc metrics show`: per target, regime and scenario, the nested selection's MdAPE
-    beside the replica's on the same rows, and whether it is lower; `all_beat_replica` over every cell."""
+    beside the replica's on the same rows, and whether it is lower; `all_beat_replica` over every cell. A regime
+    whose folds hold out none of the replica's rows (LOSO: its lab) has no cell."""
     out: dict = {}
     keep = lb[lb["model"].isin([SELECTION, REPLICA])]
     for (target, regime), d in keep.groupby(["target", "regime"], sort=False):
         by = d.set_index("model")
         for scen in ("offline", "server"):
             nested, replica = float(by.at[SELECTION, f"{scen}_mdape"]), float(by.at[REPLICA, f"{scen}_mdape"])
+            if math.isnan(nested) or math.isnan(replica):  # no such rows in these folds (a LOPO sample)
+                continue
             out.setdefault(target, {}).setdefault(regime, {})[scen] = {
                 "nested_mdape": round(nested, 3), "replica_mdape": round(replica, 3), "beats_replica": nested < replica}
     cells = [c["beats_replica"] for t in out.values() for r in t.values() for c in r.values()]
     return {"all_beat_replica": bool(cells) and all(cells), **out}
+
+
+def by_source(results: dict[str, dict]) -> pd.DataFrame:
+    """MdAPE and rows per (target, regime, model, source) over every tested row: the cross-source view."""
+    rows = []
+    for regime, res in results.items():
+        for target, models in res["metrics"].items():
+            for model, by_group in models.items():
+                for group, summary in by_group.items():
+                    if group.startswith("source:") or group == "all":
+                        rows.append({"target": target, "regime": regime, "model": model,
+                                     "source": group.removeprefix("source:"), "mdape": summary.get("mdape", math.nan),
+                                     "n_rows": summary.get("n_rows", 0)})
+    return pd.DataFrame(rows, columns=["target", "regime", "model", "source", "mdape", "n_rows"])
+
+
+def source_metrics(src: pd.DataFrame, model: str = SELECTION) -> dict:
+    """For `dvc metrics show`: the nested selection's MdAPE per target, regime and source (cross-source view)."""
+    out: dict = {}
+    for _, r in src[src["model"] == model].iterrows():
+        out.setdefault(r["target"], {}).setdefault(r["regime"], {})[r["source"]] = round(float(r["mdape"]), 3)
+    return out

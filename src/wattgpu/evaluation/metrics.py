@@ -80,13 +80,27 @@ def summary(df: pd.DataFrame) -> dict[str, float]:
     }
 
 
+def score_groups(df: pd.DataFrame) -> np.ndarray:
+    """The group each row is scored in: the paper's `offline` / `server` for Watt Counts' presets, else its source
+    (every other source has one kind of workload)."""
+    label = df["scenario_label"].astype(str)
+    server = label.isin(SCENARIO_GROUPS["server"])
+    source = df["source"].astype(str) if "source" in df else pd.Series("", index=df.index)
+    return np.where(label.eq("offline"), "offline", np.where(server, "server", source)).astype(str)
+
+
 def by_scenario(df: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """`summary` for offline, server (both loads), and each server load."""
+    """`summary` for offline, server (both loads) and each server load (the paper's presets), and, when the rows
+    come from more than one source, per source (`source:<name>`) and over all rows (`all`)."""
     out = {}
     for name, labels in SCENARIO_GROUPS.items():
         sub = df[df["scenario_label"].isin(labels)]
         if len(sub):
             out[name] = summary(sub)
+    if "source" in df and df["source"].nunique() > 1:
+        for source, sub in df.groupby("source"):
+            out[f"source:{source}"] = summary(sub)
+        out["all"] = summary(df)
     return out
 
 

@@ -22,18 +22,25 @@ from xgboost import XGBRegressor
 
 from wattgpu.features import FEATURE_SETS, FeatureSet
 from wattgpu.modeling.estimator import TargetRegressor
+from wattgpu.modeling.steptime import StepTimeRegressor
 from wattgpu.modeling.targets import TARGETS, physics_target
 from wattgpu.modeling.trendboost import TrendBoost
 
 
+def _monotone(features: FeatureSet) -> dict:
+    """Gradient boosting's monotone constraints where the feature set names inputs predictions must not fall in."""
+    return {"monotone_constraints": features.monotone_signs} if features.monotone else {}
+
+
 def _xgboost(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
-    return XGBRegressor(**hp, tree_method="hist", random_state=seed, n_jobs=n_jobs)
+    monotone = {k: tuple(v) for k, v in _monotone(features).items()}
+    return XGBRegressor(**hp, **monotone, tree_method="hist", random_state=seed, n_jobs=n_jobs)
 
 
 def _lightgbm(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
     bagging = hp.get("subsample", 1.0) < 1.0  # LightGBM bags rows only with a bagging frequency
-    return LGBMRegressor(**hp, subsample_freq=1 if bagging else 0, random_state=seed, n_jobs=n_jobs,
-                         verbose=-1, deterministic=True, force_row_wise=True)
+    return LGBMRegressor(**hp, **_monotone(features), subsample_freq=1 if bagging else 0, random_state=seed,
+                         n_jobs=n_jobs, verbose=-1, deterministic=True, force_row_wise=True)
 
 
 def _extra_trees(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
@@ -53,6 +60,17 @@ def _physics(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
     return TrendBoost(offline_column=features.columns.index("is_offline"), **hp, random_state=seed, n_jobs=n_jobs)
 
 
+def _workload(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
+    """ITL: the decode-step model (modeling.steptime); power: a ridge trend across GPUs plus LightGBM on what it
+    leaves (modeling.trendboost), both monotone in the inputs that grow with concurrency."""
+    hp = dict(hp)
+    scope = hp.pop("linear_scope", "all")
+    if "log_itl_physics_s" in features.columns:
+        return StepTimeRegressor(columns=tuple(features.columns), **hp, random_state=seed, n_jobs=n_jobs)
+    return TrendBoost(offline_column=features.columns.index("poisson_arrivals"), linear_scope=scope,
+                      monotone=tuple(features.monotone_signs), **hp, random_state=seed, n_jobs=n_jobs)
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """How to build one candidate: its regressor, whether inputs are standardised, which target encoding."""
@@ -69,6 +87,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "spline_ridge": Algorithm(_spline_ridge, scale=True),
     "knn": Algorithm(_knn, scale=True),
     "physics": Algorithm(_physics, physics_target=True),
+    "workload": Algorithm(_workload),
 }
 
 

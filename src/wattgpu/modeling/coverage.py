@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from wattgpu.workload import PRECISION_BYTES, version_number
+
 # column of the canonical request / training rows (wattgpu.request.validate) -> how a planner reads it
 COLUMNS = {
     "gpu_tdp_w": "TDP (W)",
@@ -21,10 +23,14 @@ COLUMNS = {
     "gpu_memory_bandwidth_gb_s": "memory bandwidth (GB/s)",
     "gpu_fp16_tensor_tflops": "FP16 tensor TFLOPS",
     "llm_total_params_b": "LLM parameters (B)",
+    "llm_active_params_b": "LLM active parameters (B)",
+    "concurrency": "requests in flight",
     "request_rate_per_s": "request rate (req/s)",
     "prompt_tokens_mean": "prompt tokens",
     "output_tokens_mean": "output tokens",
     "n_gpus": "GPUs per replica",
+    "engine_version_num": "engine version",
+    "weight_bytes_per_param": "bytes per weight",
 }
 GPU_COLUMNS = tuple(c for c in COLUMNS if c.startswith("gpu_"))
 
@@ -65,8 +71,25 @@ def outside(row: Mapping[str, float], ranges: Mapping[str, list[float]],
         lo, hi = ranges[col]
         if not math.isfinite(v):
             continue
+        show = _version if col == "engine_version_num" else (lambda x: f"{x:.4g}")
         if v < lo:
-            notes.append(f"{COLUMNS[col]} {v:.4g} < {lo:.4g} measured")
+            notes.append(f"{COLUMNS[col]} {show(v)} < {show(lo)} measured")
         elif v > hi:
-            notes.append(f"{COLUMNS[col]} {v:.4g} > {hi:.4g} measured")
+            notes.append(f"{COLUMNS[col]} {show(v)} > {show(hi)} measured")
     return notes
+
+
+def _version(number: float) -> str:
+    """1401.0 -> '0.14.1' (workload.version_number's inverse)."""
+    n = int(number)
+    return f"{n // 10**4}.{n // 100 % 100}.{n % 100}"
+
+
+def request_values(row: Mapping) -> dict:
+    """A validated request row with the derived columns coverage compares (the engine version as a number)."""
+    out = dict(row)
+    if "engine_version" in out:
+        out["engine_version_num"] = version_number(out["engine_version"])
+    if out.get("precision") in PRECISION_BYTES:
+        out["weight_bytes_per_param"] = PRECISION_BYTES[out["precision"]]
+    return out

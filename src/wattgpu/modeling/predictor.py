@@ -12,16 +12,20 @@ import pandas as pd
 
 from wattgpu import physics
 from wattgpu.features import engineer
-from wattgpu.request import validate
+from wattgpu.request import RequestError, validate
+from wattgpu.workload import vllm_default_max_num_seqs
 
-OUTPUT_COLUMNS = ("power_w", "itl_s", "itl_ms", "tokens_per_s", "system_tokens_per_s", "energy_per_token_j")
+OUTPUT_COLUMNS = ("power_w", "itl_s", "itl_ms", "tokens_per_s", "system_tokens_per_s", "energy_per_token_j",
+                  "concurrency", "overloaded")
+FIXED_POINT_STEPS = 40  # iterations of requests-in-flight = rate x output tokens x ITL(requests in flight)
 
 
 def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray) -> pd.DataFrame:
-    """Tokens/s and energy per token from predicted power (per GPU) and ITL (physics.system_tokens_per_s,
-    physics.energy_per_token_j); `tokens_per_s` is one request stream's, 1 / ITL."""
-    system_tps = physics.system_tokens_per_s(rows["scenario"].to_numpy() == "offline", itl_s,
-                                             rows["request_rate_per_s"], rows["output_tokens_mean"])
+    """Throughput and energy per token from predicted power (per GPU) and per-request ITL, tied through the
+    requests in flight (Little's law): system tokens/s = concurrency / ITL; `tokens_per_s` is one request stream's,
+    1 / ITL; energy per token = W per GPU x GPUs / system tokens/s (physics.energy_per_token_j)."""
+    concurrency = rows["concurrency"].to_numpy(dtype=float)
+    system_tps = concurrency / itl_s
     return pd.DataFrame({
         "power_w": power_w,
         "itl_s": itl_s,
@@ -29,6 +33,8 @@ def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray) 
         "tokens_per_s": 1.0 / itl_s,
         "system_tokens_per_s": system_tps,
         "energy_per_token_j": physics.energy_per_token_j(power_w, rows["n_gpus"].to_numpy(dtype=float), system_tps),
+        "concurrency": concurrency,
+        "overloaded": rows["overloaded"].to_numpy(dtype=bool) if "overloaded" in rows else np.zeros(len(rows), bool),
     })
 
 
@@ -57,9 +63,42 @@ class Predictor:
         rows = rows.assign(gpu_idle_power_w=rows["gpu"].map(dict(self.idle_power_w)).astype(float))
         return engineer(rows, offline_batch=self.offline_batch)
 
+    def _itl(self, rows: pd.DataFrame) -> np.ndarray:
+        return np.asarray(self.models["itl"].predict(self.features(rows)), dtype=float)
+
+    def solve_concurrency(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """Rows with Poisson arrivals get the requests in flight their rate implies, by Little's law: the fixed
+        point of C = rate x output tokens x ITL(C), found by iteration from one request (ITL never falls as C rises,
+        so the iteration climbs to the smallest fixed point). Where it passes the engine's cap (vLLM's default
+        max_num_seqs), the arrivals outpace the replica: C is the cap and the row is flagged `overloaded`."""
+        rows = rows.assign(overloaded=False)
+        todo = rows["concurrency"].isna().to_numpy() & rows["request_rate_per_s"].notna().to_numpy()
+        if not todo.any():
+            return rows
+        if "itl" not in self.models:
+            raise RequestError(int(np.flatnonzero(todo)[0]), "concurrency",
+                               "a Poisson load's requests in flight come from the ITL model, which this power model "
+                               "was served without: give `concurrency` (requests in flight), or serve it beside the "
+                               "ITL model")
+        sub = rows[todo].copy()
+        demand = (sub["request_rate_per_s"] * sub["output_tokens_mean"]).to_numpy(dtype=float)
+        cap = np.array([vllm_default_max_num_seqs(m, g, v) for m, g, v in
+                        zip(sub["gpu_memory_gb"], sub["gpu"], sub["engine_version"])], dtype=float)
+        c = np.zeros(len(sub))
+        for _ in range(FIXED_POINT_STEPS):
+            new = np.minimum(demand * self._itl(sub.assign(concurrency=c)), cap)
+            if np.allclose(new, c, rtol=1e-4, atol=1e-9):
+                break
+            c = new
+        sub["concurrency"] = c
+        sub["overloaded"] = demand * self._itl(sub) > cap * (1 + 1e-6)
+        rows.loc[todo, ["concurrency", "overloaded"]] = sub[["concurrency", "overloaded"]].to_numpy()
+        rows["overloaded"] = rows["overloaded"].astype(bool)
+        return rows
+
     def predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Predictions for validated rows: gpu, llm, scenario and OUTPUT_COLUMNS."""
-        rows = self.features(rows)
+        rows = self.features(self.solve_concurrency(rows))
         nan = np.full(len(rows), np.nan)
         power = np.asarray(self.models["power"].predict(rows), dtype=float) if "power" in self.models else nan
         itl = np.asarray(self.models["itl"].predict(rows), dtype=float) if "itl" in self.models else nan

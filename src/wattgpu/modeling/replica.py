@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 from xgboost import XGBRegressor
 
 from wattgpu.config import Replica, XgbParams
@@ -26,3 +28,13 @@ def paper_model(target: str, replica: Replica, seed: int = 42, n_jobs: int = 2) 
     features = PAPER_POWER if target == "power" else PAPER_ITL
     params = replica.power if target == "power" else replica.itl
     return TargetRegressor(features, TARGETS[target], xgb(params, seed, n_jobs))
+
+
+def paper_target(rows: pd.DataFrame, target: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """Rows with the paper's ITL definition as the ITL target (offline: measurement duration / generated tokens,
+    a system time per token: `itl_reported_s` for Watt Counts), and per row the factor that turns it into the
+    per-request ITL every other model predicts (requests in flight offline, 1 at a Poisson load)."""
+    if target != "itl":
+        return rows, np.ones(len(rows))
+    factor = (rows["itl_s"] / rows["itl_reported_s"]).to_numpy(dtype=float)
+    return rows.assign(itl_s=rows["itl_reported_s"]), factor

@@ -13,15 +13,13 @@ from typing import Any
 
 import pandas as pd
 
-from wattgpu import workload
+from wattgpu import physics, workload
 from wattgpu.errors import WattgpuError
 from wattgpu.modeling import coverage
 from wattgpu.planning import planner, resolve
 from wattgpu.planning.cache import PredictionCache
 from wattgpu.planning.models import ModelSet
 from wattgpu.request import validate
-
-MEMORY_RULE = planner.MemoryRule()
 
 
 @dataclass
@@ -42,13 +40,23 @@ def memory_line(gpu: resolve.Resolved, llm: resolve.Resolved, w: dict[str, Any])
     if not hasattr(spec, "kv_cache_bytes_per_token"):
         return ""
     memory_gb = gpu.spec["gpu_memory_gb"] if isinstance(gpu.spec, dict) else gpu.spec.memory_gb
-    wf = workload.filled(w)
+    wf = workload.filled({"precision": spec.weight_precision, **w})
+    rule = memory_rule(wf)
+    tokens = wf["prompt_tokens"] + wf["output_tokens"]
     fit = planner.memory_fit(pd.DataFrame({"gpu": ["x"], "memory_gb": [float(memory_gb)]}),
-                             planner.LlmSize(spec.total_params_b, spec.kv_cache_bytes_per_token()),
-                             wf["prompt_tokens"] + wf["output_tokens"], int(wf["n_gpus"]), MEMORY_RULE).iloc[0]
-    if fit["fits"]:
-        return f"fits: needs {fit['need_gb']:.1f} GB of {fit['usable_gb']:.1f} GB usable ({MEMORY_RULE.describe()})"
-    return f"DOES NOT FIT: {fit['reason']}"
+                             planner.LlmSize(spec.total_params_b, spec.kv_cache_bytes_per_token()), tokens,
+                             int(wf["n_gpus"]), rule).iloc[0]
+    if not fit["fits"]:
+        return f"DOES NOT FIT: {fit['reason']}"
+    held = physics.kv_fit_sequences(float(memory_gb), int(wf["n_gpus"]), physics.weights_gb(
+        spec.total_params_b, rule.bytes_per_param), spec.kv_cache_bytes_per_token(), tokens, rule.usable_fraction)
+    return (f"fits: needs {fit['need_gb']:.1f} GB of {fit['usable_gb']:.1f} GB usable ({rule.describe()}); the KV "
+            f"cache holds {float(held):,.0f} such requests at once")
+
+
+def memory_rule(wf: dict[str, Any]) -> planner.MemoryRule:
+    """The memory rule at the workload's weight precision."""
+    return planner.MemoryRule(bytes_per_param=workload.PRECISION_BYTES[wf["precision"]])
 
 
 def predict_one(models: ModelSet, gpu: resolve.Resolved, llm: resolve.Resolved, w: dict[str, Any],
@@ -59,8 +67,9 @@ def predict_one(models: ModelSet, gpu: resolve.Resolved, llm: resolve.Resolved, 
     cache = PredictionCache(models.folder, use_cache)
     row = cache.predict([req], rows, extra=workload.preset_variants(req))[0]
     ranges = models.training_ranges
+    values = {**coverage.request_values(rows.iloc[0]), "concurrency": row.get("concurrency", float("nan"))}
     return PredictAnswer(req, workload.filled(w), row, gpu.origin, llm.origin, memory_line(gpu, llm, w),
-                         coverage.outside(rows.iloc[0], ranges) if ranges else None, models.versions)
+                         coverage.outside(values, ranges) if ranges else None, models.versions)
 
 
 def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int], None] | None = None,
@@ -83,7 +92,7 @@ def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int
     for c in pred.columns.drop(["gpu", "llm", "scenario"]):
         out[c] = pred[c].to_numpy()
     ranges = models.training_ranges
-    out["extrapolation"] = ["; ".join(coverage.outside(r, ranges)) for _, r in rows.iterrows()]
+    out["extrapolation"] = ["; ".join(coverage.outside(coverage.request_values(r), ranges)) for _, r in rows.iterrows()]
     for t, v in models.versions.items():
         out[f"model_{t}"] = v
     return out
@@ -128,10 +137,10 @@ def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], max_it
     if not names:
         raise WattgpuError("--gpus names no GPU")
     keys = list(dict.fromkeys(project.resolve(n) for n in names))
-    wf = workload.filled(w)
+    wf = workload.filled({"precision": llm.spec.weight_precision, **w})
     fit = planner.memory_fit(pd.DataFrame({"gpu": keys, "memory_gb": [project.get(k).memory_gb for k in keys]}),
                              planner.LlmSize(llm.spec.total_params_b, llm.spec.kv_cache_bytes_per_token()),
-                             wf["prompt_tokens"] + wf["output_tokens"], int(wf["n_gpus"]), MEMORY_RULE)
+                             wf["prompt_tokens"] + wf["output_tokens"], int(wf["n_gpus"]), memory_rule(wf))
     labels = [k for k, ok in zip(keys, fit["fits"]) if ok]
     requests = [{**resolve.resolve_gpu(k, models.gpus, project).fields, **llm.fields, **w} for k in labels]
     # A bad workload fails here, before any model is loaded; the rows also tell what lies outside the training data.
@@ -148,7 +157,7 @@ def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], max_it
         gpu_notes = {k: ns for k, (_, r) in zip(labels, rows.iterrows())
                      if (ns := coverage.outside(r, ranges, coverage.GPU_COLUMNS))}
         others = tuple(c for c in coverage.COLUMNS if c not in coverage.GPU_COLUMNS)
-        shared = coverage.outside(rows.iloc[0], ranges, others)
+        shared = coverage.outside(coverage.request_values(rows.iloc[0]), ranges, others)
     return RecommendAnswer(llm.spec.key, llm.origin, w, rec, planner.near_target(rec.table, max_itl_ms, models.itl_error),
                            models.itl_error, shared, gpu_notes, models.versions)
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from wattgpu import workload
 from wattgpu.evaluation.casestudy import verdicts
 from wattgpu.planning import planner
-from wattgpu.planning.service import MEMORY_RULE, PredictAnswer, RecommendAnswer
+from wattgpu.planning.service import PredictAnswer, RecommendAnswer, memory_rule
 
 
 def console(min_width: int = 150) -> Console:
@@ -37,10 +37,12 @@ def predict_text(a: PredictAnswer) -> str:
     lines = [
         ("GPU", f"{row['gpu']}  ({a.gpu_origin})"),
         ("LLM", f"{row['llm']}  ({a.llm_origin})"),
-        ("workload", workload.describe(a.workload)),
+        ("workload", workload.describe(a.workload, row.get("concurrency"))),
         ("power", f"{row['power_w']:.1f} W per GPU"),
-        ("ITL", f"{row['itl_ms']:.2f} ms  ({row['tokens_per_s']:.1f} tokens/s per request stream)"),
-        ("throughput", f"{row['system_tokens_per_s']:.1f} tokens/s in all"),
+        ("ITL", f"{row['itl_ms']:.2f} ms per request  ({row['tokens_per_s']:.1f} tokens/s per request stream)"),
+        ("throughput", f"{row['system_tokens_per_s']:.1f} tokens/s in all (requests in flight / ITL)"
+         + ("  OVERLOADED: the arrivals outpace the replica; requests queue at the engine's cap"
+            if row.get("overloaded") else "")),
         ("energy", f"{row['energy_per_token_j']:.3g} J per generated token"),
         ("memory", a.memory),
         ("coverage", coverage),
@@ -55,7 +57,7 @@ def recommend_json(a: RecommendAnswer, margin_pct: float) -> str:
     chosen = (planner.STATUS_PICK, planner.STATUS_OK)
     return to_json({
         "llm": a.llm, "llm_origin": a.llm_origin, "workload": workload.filled(a.workload), "max_itl_ms": rec.max_itl_ms,
-        "itl_margin_pct": margin_pct, "memory_rule": MEMORY_RULE.describe(), "models": a.models, "pick": rec.pick,
+        "itl_margin_pct": margin_pct, "memory_rule": memory_rule(workload.filled(a.workload)).describe(), "models": a.models, "pick": rec.pick,
         "summary": rec.summary, "near_target": a.near_target, "itl_error_pct": round(100 * a.itl_error, 1),
         "extrapolation": {"workload_and_llm": a.extrapolation_shared, "gpus": a.extrapolation_gpus},
         "ranking": [r for r in records if r["status"] in chosen],
@@ -95,8 +97,8 @@ def print_recommendation(a: RecommendAnswer) -> None:
     if a.extrapolation_gpus:
         out.print("extrapolated GPUs (specs outside the range of the measured GPUs'): "
                   + "; ".join(f"{k} ({', '.join(ns)})" for k, ns in a.extrapolation_gpus.items()) + ".")
-    out.print(f"memory rule: {MEMORY_RULE.describe()}.  J/token = W/GPU x GPUs / tokens per s "
-              "(server: rate x output tokens; offline: 1 / ITL).")
+    out.print(f"memory rule: {memory_rule(workload.filled(a.workload)).describe()}.  J/token = W/GPU x GPUs / "
+              "tokens per s (requests in flight / ITL).")
     out.print("models: " + ", ".join(f"{k}: {v}" for k, v in a.models.items()))
 
 

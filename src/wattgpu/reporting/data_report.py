@@ -20,4 +20,46 @@ def data_report_markdown(report: dict) -> str:
             f"{'yes' if s['accounted_for'] else 'NO'} | {s['gpus']} | {s['llms']} | {s['dense_llms']} | "
             f"{s['itl_missing']} | {reasons} |"
         )
+    coverage = report.get("rows_per_source_and_gpu", {})
+    if coverage:
+        gpus = sorted({g for by_gpu in coverage.values() for g in by_gpu})
+        lines += ["", "Rows per source and GPU:", "", "| GPU | " + " | ".join(coverage) + " |",
+                  "|---|" + "---:|" * len(coverage)]
+        lines += [f"| {g} | " + " | ".join(str(coverage[s].get(g, "")) for s in coverage) + " |" for g in gpus]
+    ranges = report.get("workload_ranges", {})
+    if ranges:
+        lines += ["", "Workload per source (min / median / max; concurrency = requests in flight, its derivation "
+                  "per source in the last column):", "",
+                  "| source | concurrency | prompt tokens | output tokens | GPUs per replica (TP x PP) | engines "
+                  "(versions) | precision | concurrency from |", "|---|---|---|---|---|---|---|---|"]
+        for source, r in ranges.items():
+            def span(field):
+                v = r.get(field)
+                return "-" if not v else " / ".join(f"{x:.3g}" for x in v)
+            lines.append(f"| {source} | {span('concurrency')} | {span('prompt_tokens_mean')} | "
+                         f"{span('output_tokens_mean')} | {span('n_gpus')} | {', '.join(r['engine'])} "
+                         f"({', '.join(r['engine_version']) or 'unstated'}) | {', '.join(r['precision'])} | "
+                         f"{', '.join(r['concurrency_derivation'])} |")
+    eng = report.get("engines", {})
+    if eng.get("on_gpu"):
+        gpu = eng["on_gpu"][0]["gpu"]
+        lines += ["", f"Engines and labs on one GPU ({gpu}, in every source), medians per bin of requests in flight: "
+                  "power as a share of TDP, per-request ITL as a multiple of the time to stream the weights once, "
+                  "generated tokens/s per GPU x billions of active parameters (size-neutral):", "",
+                  "| source | engine (version) | in flight | rows | power / TDP | ITL / floor | tokens/s x B params |",
+                  "|---|---|---|---:|---:|---:|---:|"]
+        for r in eng["on_gpu"]:
+            def num(v, spec):
+                return "-" if v is None or v != v else format(v, spec)
+            lines.append(f"| {r['source']} | {r['engine']} ({r['engine_version'] or 'unstated'}) | "
+                         f"{r['concurrency_bin']} | {r['rows']} | {num(r['power_share_of_tdp'], '.2f')} | "
+                         f"{num(r['itl_over_floor'], '.2f')} | {num(r['tokens_per_s_per_gpu_per_b'], '.3g')} |")
+    if eng.get("paired"):
+        lines += ["", "The same GPU, LLM, lengths and batch on another engine (LLM-Inference-Bench), median ratio to "
+                  "vLLM:", "", "| engine | configurations | ITL ratio | power configurations | power ratio |",
+                  "|---|---:|---:|---:|---:|"]
+        for r in eng["paired"]:
+            power = "-" if r["power_ratio_median"] != r["power_ratio_median"] else f"{r['power_ratio_median']:.2f}"
+            lines.append(f"| {r['engine']} | {r['configurations']} | {r['itl_ratio_median']:.2f} | "
+                         f"{r['power_configurations']} | {power} |")
     return "\n".join(lines) + "\n"

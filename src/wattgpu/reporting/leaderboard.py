@@ -77,7 +77,26 @@ def table(lb: pd.DataFrame, target: str, regime: str, algorithms: list[str]) -> 
     return "\n".join(lines) + "\n"
 
 
-def markdown(lb: pd.DataFrame, results: dict[str, dict], best: dict[str, dict], algorithms: list[str]) -> str:
+def sources_table(src: pd.DataFrame, target: str, algorithms: list[str]) -> str:
+    """MdAPE per source (columns) and regime x model (rows) for one target; learned models and the physics
+    baselines that cover every row."""
+    d = src[(src["target"] == target) & (src["mdape"].notna())]
+    if d.empty:
+        return ""
+    sources = [c for c in sorted(d["source"].unique()) if c != "all"] + ["all"]
+    lines = ["| regime | model | " + " | ".join(sources) + " |", "|---|---|" + "---:|" * len(sources)]
+    for (regime, model), g in d.groupby(["regime", "model"], sort=False):
+        if model in (REPLICA, "load_scaled_tdp", "roofline"):
+            continue  # one source only: the paper's tables above
+        cell = g.set_index("source")
+        lines.append(f"| {regime.upper()} | {model} | " + " | ".join(
+            _fmt(cell["mdape"].get(c, math.nan), "mdape") + (f" ({int(cell['n_rows'][c])})" if c in cell.index else "")
+            for c in sources) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown(lb: pd.DataFrame, results: dict[str, dict], best: dict[str, dict], algorithms: list[str],
+             src: pd.DataFrame | None = None) -> str:
     """The whole leaderboard page: one table per (target, regime), the setup of each regime, the winners."""
     out = ["# wattgpu search leaderboard: nested MdAPE on unseen GPUs (LOGO) and unseen GPU + LLM pairs (LOPO)", "",
            INTRO, "", caveat(lb), ""]
@@ -101,6 +120,14 @@ def markdown(lb: pd.DataFrame, results: dict[str, dict], best: dict[str, dict], 
             if chosen:
                 counts = ", ".join(f"{a} × {n}" for a, n in chosen.items())
                 out += [f"Algorithms the nested selection chose (outer folds): {counts}.", ""]
+    if src is not None and not src.empty:
+        out += ["## Every source: MdAPE per source (rows)", "",
+                ("Rows no training, tuning or selection saw, under each regime (LOSO: the held-out lab's rows, from "
+                 "models trained on the other labs). `itl_physics` is the untrained decode-step estimate."), ""]
+        for target, title in (("power", "Mean power per GPU"), ("itl", "Per-request inter-token latency")):
+            text = sources_table(src, target, algorithms)
+            if text:
+                out += [f"### {title}", "", text]
     if best:
         out += ["## Winning configurations (primary regime; retrained on all rows by the registry)", "",
                 ("The algorithm the nested selection chose in most outer folds (ties: the all-rows inner score), "

@@ -36,13 +36,29 @@ def results(root: Path) -> str:
         for regime, cells in verdict.get(target, {}).items():
             setup = json.loads(_read(root, paths.SEARCH_DIR / regime / "metrics.json"))["setup"]
             label = regime.upper() + (f" ({setup['max_pairs']} pairs)" if setup.get("max_pairs") else "")
-            off, srv = cells["offline"], cells["server"]
+            def cell(c: dict, key: str) -> str:  # bold where the nested selection is the better of the two
+                text = f"{c[key]:.1f} %"
+                return f"**{text}**" if (key == "nested_mdape") == c["beats_replica"] else text
+
+            scen = [cells[k] for k in ("offline", "server") if k in cells]
             lines.append(f"| {'ITL' if target == 'itl' else target} | {label} | "
-                         f"**{off['nested_mdape']:.1f} % / {srv['nested_mdape']:.1f} %** | "
-                         f"{off['replica_mdape']:.1f} % / {srv['replica_mdape']:.1f} % |")
+                         + " / ".join(cell(c, "nested_mdape") for c in scen) + " | "
+                         + " / ".join(cell(c, "replica_mdape") for c in scen) + " |")
     beats = "beats" if verdict.get("all_beat_replica") else "does NOT beat"
     lines += ["", f"The nested selection {beats} the paper replica in every cell (`all_beat_replica: "
                   f"{str(bool(verdict.get('all_beat_replica'))).lower()}` in `reports/search/verdict.json`)."]
+    return "\n".join(lines)
+
+
+def by_source(root: Path) -> str:
+    """The nested selection's MdAPE per source under each regime (reports/search/by_source.json)."""
+    data = json.loads(_read(root, paths.SEARCH_DIR / "by_source.json"))
+    sources = sorted({s for regimes in data.values() for cells in regimes.values() for s in cells} - {"all"})
+    lines = ["| target | regime | " + " | ".join(sources) + " | all rows |", "|---|---|" + "---:|" * (len(sources) + 1)]
+    for target in ("power", "itl"):
+        for regime, cells in data.get(target, {}).items():
+            row = [f"{cells[s]:.1f} %" if s in cells else "–" for s in [*sources, "all"]]
+            lines.append(f"| {'ITL' if target == 'itl' else target} | {regime.upper()} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
@@ -52,6 +68,8 @@ def _text(rel: Path) -> Callable[[Path], str]:
 
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "results": results,
+    "by-source": by_source,
+    "workload-example": _text(paths.REPORTS_DIR / "examples" / "workload.txt"),
     "data-report": lambda root: _read(root, paths.DATA_REPORT.with_suffix(".md")).split("\n", 2)[2].strip(),
     "predict-example": _text(paths.REPORTS_DIR / "examples" / "predict.txt"),
     "recommend-example": _text(paths.REPORTS_DIR / "examples" / "recommend.txt"),

@@ -24,6 +24,7 @@ from sklearn.model_selection import KFold
 from wattgpu.config import AlgorithmSpace, Regime
 from wattgpu.evaluation.cv import Fold, folds
 from wattgpu.evaluation.leaderboard import PLAIN_SELECTION, SELECTION
+from wattgpu.evaluation.metrics import score_groups
 from wattgpu.evaluation.predictions import prediction_frame
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.targets import TARGETS
@@ -49,8 +50,8 @@ def inner_folds(rows: pd.DataFrame, regime: Regime, n_splits: int, seed: int) ->
     """Folds of (outer-training) `rows`, positions relative to `rows`, grouped as `regime` groups test rows."""
     gpu, llm = rows["gpu"].to_numpy(dtype=object), rows["llm"].to_numpy(dtype=object)
     out: list[Fold] = []
-    if regime.kind in ("logo", "lolo"):
-        keys = gpu if regime.kind == "logo" else llm
+    if regime.kind in ("logo", "lolo", "loso"):
+        keys = {"logo": gpu, "lolo": llm, "loso": rows["lab"].to_numpy(dtype=object)}[regime.kind]
         for i, group in enumerate(_chunks(keys, n_splits, seed)):
             test = np.isin(keys, group)
             out.append(Fold(f"inner{i}", np.flatnonzero(~test), np.flatnonzero(test)))
@@ -106,13 +107,14 @@ def all_rows_plan(rows: pd.DataFrame, regime: Regime, inner_splits: int, seed: i
 # the objective
 
 
-def score(y_true: np.ndarray, y_pred: np.ndarray, scenario_label: np.ndarray) -> float:
-    """Geometric mean of the offline and the server MdAPE (%), so that a relative gain counts the same in both."""
+def score(y_true: np.ndarray, y_pred: np.ndarray, groups: np.ndarray) -> float:
+    """Geometric mean of the MdAPE (%) of each group (metrics.score_groups: the paper's offline and server, and each
+    other source), so that a relative gain counts the same in every group."""
     y_true, y_pred = np.asarray(y_true, dtype=float), np.asarray(y_pred, dtype=float)
     ape = np.abs(y_pred - y_true) / np.abs(y_true) * 100
     ape = np.where(np.isfinite(ape), ape, FAILED_SCORE)
-    offline = np.asarray(scenario_label) == "offline"
-    parts = [float(np.median(ape[m])) for m in (offline, ~offline) if m.any()]
+    groups = np.asarray(groups)
+    parts = [float(np.median(ape[groups == g])) for g in np.unique(groups)]
     if not parts:
         return FAILED_SCORE
     return float(math.exp(np.mean(np.log(np.maximum(parts, 1e-9)))))
@@ -137,7 +139,7 @@ class Objective:
         self.rows, self.inner, self.target, self.algorithm = rows, inner, target, algorithm
         self.space, self.settings = space, settings
         self.y = rows[TARGETS[target].column].to_numpy(dtype=float)
-        self.labels = rows["scenario_label"].to_numpy()
+        self.labels = score_groups(rows)
 
     def estimator(self, feature_set: str, hp: dict):
         s = self.settings
@@ -330,7 +332,7 @@ def compare(rows: pd.DataFrame, target: str, plans: list[OuterPlan], outcomes: d
     frame = pd.concat([prediction_frame(rows, target, m, y).iloc[tested] for m, y in preds.items()], ignore_index=True)
     counts = dict(sorted(Counter(a for a, _ in choice).items()))
     y_true = rows[TARGETS[target].column].to_numpy(dtype=float)
-    labels = rows["scenario_label"].to_numpy()
+    labels = score_groups(rows)
     studies = []
     for algorithm in algorithms:
         for o in outcomes[algorithm]:

@@ -47,7 +47,9 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             raise MlflowException(f"model_config.target must be one of {sorted(OUTPUT)}, got {target!r}")
         self.target = target
         folder = context.artifacts["model_dir"]
-        self.predictor_ = load_predictor(**{f"{t}_dir": folder if t == target else None for t in OUTPUT})
+        # The ITL model solves the requests in flight of a Poisson load; the power model carries its companion.
+        itl = folder if target == "itl" else context.artifacts.get("itl_dir")
+        self.predictor_ = load_predictor(folder if target == "power" else None, itl)
 
     # A DataFrame hint: MLflow infers no signature from it (a list-of-model hint would switch serving to the
     # `inputs`-only format); other inputs are accepted too, see as_requests.
@@ -60,7 +62,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             _logger.exception("prediction failed")
             raise MlflowException("internal error while predicting; the server log has the details",
                                   error_code=INTERNAL_ERROR) from None
-        return out[["gpu", "llm", "scenario", OUTPUT[self.target]]]
+        return out[["gpu", "llm", "scenario", "concurrency", OUTPUT[self.target]]]
 
 
 def as_requests(model_input):
@@ -83,7 +85,7 @@ def signature(target: str) -> ModelSignature:
     """Outputs only: inputs are validated by the model itself (see the module docstring)."""
     return ModelSignature(outputs=Schema([
         ColSpec("string", "gpu"), ColSpec("string", "llm"), ColSpec("string", "scenario"),
-        ColSpec("double", OUTPUT[target]),
+        ColSpec("double", "concurrency"), ColSpec("double", OUTPUT[target]),
     ]))
 
 
@@ -99,6 +101,9 @@ def request_fields() -> dict[str, dict]:
         "gpu": {"type": "string", "note": "catalog name or alias; else give the gpu_* spec fields"},
         "llm": {"type": "string", "note": "catalog name or alias; else give the llm_* config fields"},
         **numbers("", fields.WORKLOAD, fields.WORKLOAD),
+        "precision": {"type": "string", "allowed": list(workload.PRECISION_BYTES)},
+        "engine": {"type": "string", "allowed": list(workload.ENGINES)},
+        "engine_version": {"type": "string", "note": "e.g. 0.11; newer than any measured is answered and flagged"},
         **numbers("gpu_", fields.GPU_SPEC, fields.GPU_SPEC, fields.GPU_SPEC_REQUIRED),
         **{f"gpu_{k}": {"type": "string"} for k in (*fields.GPU_SPEC_TEXT, "name")},
         **numbers("llm_", fields.LLM_CONFIG, llm_numeric, fields.LLM_CONFIG_REQUIRED),
@@ -113,18 +118,27 @@ EXAMPLE_REQUESTS = [
      "gpu_fp16_tensor_tflops": 181.0, "gpu_release_year": 2023.0, "llm": "Qwen/Qwen2.5-7B-Instruct",
      "scenario": workload.SERVER_LOADS[-1], "output_tokens": 200.0},
 ]
+# A power model served without the ITL model is given the requests in flight instead of a Poisson rate.
+POWER_ONLY_EXAMPLE_REQUESTS = [
+    EXAMPLE_REQUESTS[0],
+    {**{k: v for k, v in EXAMPLE_REQUESTS[1].items() if k != "scenario"}, "concurrency": 8.0},
+]
 
 
-def log_model(target: str, folder: Path):
-    """Log a model folder as a pyfunc model in the active run (models from code; the folder is an artifact)."""
+def log_model(target: str, folder: Path, itl_folder: Path | None = None):
+    """Log a model folder as a pyfunc model in the active run (models from code; the folder is an artifact). A power
+    model also carries the ITL model folder it is served with (`itl_folder`): a request with a Poisson rate needs
+    the ITL model to solve for the requests in flight."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    artifacts = {"model_dir": str(folder), **({"itl_dir": str(itl_folder)} if itl_folder is not None else {})}
     return mlflow.pyfunc.log_model(
         name=target,
         python_model=str(MODEL_CODE),
         model_config={"target": target},
-        artifacts={"model_dir": str(folder)},
+        artifacts=artifacts,
         signature=signature(target),
-        input_example=pd.DataFrame(EXAMPLE_REQUESTS),
+        input_example=pd.DataFrame(
+            POWER_ONLY_EXAMPLE_REQUESTS if target == "power" and itl_folder is None else EXAMPLE_REQUESTS),
         metadata={"request_fields": request_fields()},
         # wattgpu itself must be installed where the model is served (`--env-manager local`).
         pip_requirements=[f"mlflow=={package_version('mlflow')}", f"wattgpu=={package_version('wattgpu')}"],

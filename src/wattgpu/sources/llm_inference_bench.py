@@ -49,6 +49,16 @@ ENGINES = {
     "sambaflow": "sambaflow",
 }
 ONE_SEQUENCE_ENGINES = ("llama.cpp",)
+# llama.cpp splits a model across GPUs by layers (pipeline); the others shard each layer (tensor parallel).
+PIPELINE_ENGINES = ("llama.cpp",)
+# Engine versions the benchmark's repository states (argonne-lcf/LLM-Inference-Bench @ 4211f5d: requirements files
+# and READMEs per engine and hardware); a pair missing here is unpinned or unstated, left empty.
+ENGINE_VERSIONS = {
+    ("vLLM", "Nvidia GH200 GPU"): "0.5.3.post1", ("vLLM", "AMD MI250 GPU"): "0.6.1",
+    ("vLLM", "AMD MI300X GPU"): "0.6.1", ("vLLM", "Intel Max 1550"): "0.5.2", ("vLLM", "Intel PVC GPU"): "0.5.2",
+    ("TensorRT-LLM", "Nvidia A100 GPU"): "0.11.0", ("TensorRT-LLM", "Nvidia H100 GPU"): "0.11.0",
+    ("TensorRT-LLM", "Nvidia GH200 GPU"): "0.12.0",
+}
 
 
 def read_llm_inference_bench(raw_dir: Path) -> pd.DataFrame:
@@ -74,6 +84,7 @@ def to_tidy(df: pd.DataFrame) -> pd.DataFrame:
     batch = df["Batch Size"]
     n_gpus = df["Num of Hardware"]
     one_sequence = df["Framework"].isin(ONE_SEQUENCE_ENGINES)
+    pipeline = df["Framework"].isin(PIPELINE_ENGINES)
     sequences = batch.where(~one_sequence, 1.0)
     latency = df["Latency"].where(df["Latency"] > 0)
     throughput = sequences * length / latency  # generated tokens only (= source Throughput / 2)
@@ -102,14 +113,18 @@ def to_tidy(df: pd.DataFrame) -> pd.DataFrame:
             "raw_gpu_name": df["Hardware"],
             "raw_llm_name": df["Model"],
             "n_gpus": n_gpus,
-            "precision": "unknown",  # 16-bit weights, but fp16 vs bf16 is not recorded per run
+            "tensor_parallel": n_gpus.where(~pipeline, 1),
+            "pipeline_parallel": n_gpus.where(pipeline, 1),
+            "precision": "fp16",  # the run scripts pass float16 (vLLM --dtype float16, llama.cpp f16 GGUF)
             "engine": df["Framework"].map(lambda f: ENGINES.get(f, f.lower())),
-            "engine_version": "",
+            "engine_version": [ENGINE_VERSIONS.get((f, h), "") for f, h in zip(df["Framework"], df["Hardware"])],
             "workload": "static input=output=" + length.map(_int_text),
             "scenario": "static_batch",
             "scenario_label": np.where(one_sequence, "n_batch=", "batch_size=") + batch.map(_int_text),
             "request_rate_per_s": math.nan,
             "concurrency": sequences,
+            "concurrency_setting": sequences,
+            "concurrency_derivation": np.where(one_sequence, "one_sequence", "static_batch"),
             "prompt_tokens_mean": length,
             "output_tokens_mean": length,
             "requests_served": sequences,
@@ -117,6 +132,7 @@ def to_tidy(df: pd.DataFrame) -> pd.DataFrame:
             "power_w_per_gpu": power_w,
             "power_derivation": np.where(has_power, derivation, ""),
             "itl_s": latency / length.where(length > 0),
+            "itl_reported_s": latency / length.where(length > 0),
             "itl_derivation": "batch_latency_per_token_incl_prefill",
             "itl_missing_reason": "",
             "throughput_tok_s": throughput,

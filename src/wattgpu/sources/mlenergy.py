@@ -88,6 +88,8 @@ def _v2_record(path: Path, root: Path) -> dict:
         "raw_gpu_name": run["GPU"],
         "raw_llm_name": model,
         "n_gpus": n_gpus,
+        "tensor_parallel": tp,
+        "pipeline_parallel": pp,
         "precision": V2_PRECISION,
         "engine": "vllm",
         "engine_version": V2_ENGINE_VERSION,
@@ -95,18 +97,24 @@ def _v2_record(path: Path, root: Path) -> dict:
         "scenario": "fixed_concurrency",
         "scenario_label": f"max_num_seqs={max_num_seqs}",
         "request_rate_per_s": math.nan,
-        # vLLM admits max_num_seqs per pipeline stage: the PP=2 runs reach Max BS = 2 x N. Max BS is the
-        # concurrency the server really held (it equals N x PP in every file).
-        "concurrency": run["Max BS (reqs)"],
+        # Avg BS is the measured mean running batch over the steady state (the leaderboard keeps only runs whose
+        # Avg BS reaches 95 % of Max BS); Max BS is the setting, max_num_seqs x PP (vLLM admits max_num_seqs per
+        # pipeline stage).
+        "concurrency": run["Avg BS (reqs)"],
+        "concurrency_setting": run["Max BS (reqs)"],
+        "concurrency_derivation": "measured_mean_batch",
         "prompt_tokens_mean": math.nan,
         "output_tokens_mean": tokens,
         "requests_served": math.nan,
         "measurement_duration_s": math.nan,
         "power_w_per_gpu": power_all_w / n_gpus,
         "power_derivation": "energy_per_req_x_tput_div_tokens_div_gpus",
-        # TPOT as the benchmark reports it per request; not 1 / throughput, which mixes in the batch size.
-        "itl_s": run["Avg TPOT (s)"],
-        "itl_derivation": "per_request_tpot",
+        # Per-request ITL in the steady state by Little's law: mean batch / generated tokens per s (the same window as
+        # the energy). The reported Avg TPOT also averages the drain after the steady state, where the batch
+        # shrinks, so it reads up to 2x lower at high max_num_seqs; it is kept beside it.
+        "itl_s": _ratio(run["Avg BS (reqs)"], run["Token tput (tok/s)"]),
+        "itl_reported_s": run["Avg TPOT (s)"],
+        "itl_derivation": "mean_batch_per_throughput",
         "itl_missing_reason": "",
         "throughput_tok_s": run["Token tput (tok/s)"],
         "energy_per_token_j": _ratio(energy_j, tokens),
@@ -179,14 +187,18 @@ def _legacy_file(path: Path) -> pd.DataFrame:
             "raw_gpu_name": gpu,
             "raw_llm_name": df["model"],
             "n_gpus": 1,
+            "tensor_parallel": 1,
+            "pipeline_parallel": 1,
             "precision": "fp16",
             "engine": "hf-transformers",
-            "engine_version": "",
+            "engine_version": "",  # unstated (the leaderboard's docs name PyTorch 2.0.1 and FastChat)
             "workload": task,
             "scenario": "static_batch",
             "scenario_label": "batch_size=1",
             "request_rate_per_s": math.nan,
             "concurrency": 1.0,
+            "concurrency_setting": 1.0,
+            "concurrency_derivation": "static_batch",
             "prompt_tokens_mean": math.nan,
             "output_tokens_mean": tokens,
             "requests_served": math.nan,
@@ -195,6 +207,7 @@ def _legacy_file(path: Path) -> pd.DataFrame:
             "power_w_per_gpu": (df["energy"] / df["latency"]).where(df["latency"] > 0),
             "power_derivation": "energy_div_latency",
             "itl_s": (df["latency"] / tokens).where(positive),
+            "itl_reported_s": (df["latency"] / tokens).where(positive),
             "itl_derivation": "request_latency_per_token_incl_prefill",
             "itl_missing_reason": "",
             "throughput_tok_s": df["throughput"],

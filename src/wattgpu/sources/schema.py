@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from wattgpu import physics, workload
 from wattgpu.errors import UnknownNameError
 
 # How an ITL value was derived; written beside every ITL so definitions are never mixed silently.
@@ -22,8 +23,20 @@ ITL_DERIVATIONS = {
     "server_exact": "server: mean over requests of (e2e - TTFT) / (tokens - 1)",
     "server_e2e_per_token_incl_ttft": "server: mean e2e latency / mean generated tokens (includes TTFT)",
     "per_request_tpot": "mean per-request time per output token (TPOT) reported by the benchmark",
+    "offline_concurrency_per_throughput": "offline: requests in flight / generated tokens per s (Little's law)",
+    "mean_batch_per_throughput": "steady state: mean running batch / generated tokens per s (Little's law)",
     "batch_latency_per_token_incl_prefill": "end-to-end batch latency / output tokens (includes prefill)",
     "request_latency_per_token_incl_prefill": "mean request latency / mean response tokens (includes prefill)",
+}
+# How the `concurrency` column (requests the engine runs at once) was obtained; the source's own figure stays in
+# `concurrency_setting` (the cap or batch it states) or `request_rate_per_s` (the Poisson rate it states).
+CONCURRENCY_DERIVATIONS = {
+    "littles_law_rate_x_mean_e2e": "derived: mean requests in flight = realised arrival rate x mean e2e latency",
+    "vllm_default_max_num_seqs_capped": "derived: min(vLLM's default max_num_seqs, requests submitted, KV-cache fit)",
+    "measured_mean_batch": "measured: the engine's mean running batch in steady state",
+    "static_batch": "the static batch size the benchmark ran",
+    "static_batch_capped_by_kv_cache": "derived: the static batch capped by the sequences whose KV cache fits",
+    "one_sequence": "one sequence at a time (llama.cpp's `batch` is a prompt-chunk size)",
 }
 POWER_DERIVATIONS = {
     "nvml_gpu0_mean": "mean of NVML power samples of GPU 0 during the measurement window",
@@ -40,6 +53,8 @@ RAW_COLUMNS: dict[str, str] = {
     "raw_gpu_name": "str",
     "raw_llm_name": "str",
     "n_gpus": "int",
+    "tensor_parallel": "int",
+    "pipeline_parallel": "int",
     "precision": "str",
     "engine": "str",
     "engine_version": "str",
@@ -48,6 +63,8 @@ RAW_COLUMNS: dict[str, str] = {
     "scenario_label": "str",
     "request_rate_per_s": "float",
     "concurrency": "float",
+    "concurrency_setting": "float",
+    "concurrency_derivation": "str",
     "prompt_tokens_mean": "float",
     "output_tokens_mean": "float",
     "requests_served": "float",
@@ -55,6 +72,7 @@ RAW_COLUMNS: dict[str, str] = {
     "power_w_per_gpu": "float",
     "power_derivation": "str",
     "itl_s": "float",
+    "itl_reported_s": "float",
     "itl_derivation": "str",
     "itl_missing_reason": "str",
     "throughput_tok_s": "float",
@@ -64,11 +82,19 @@ TABLE_COLUMNS: dict[str, str] = {
     **{k: v for k, v in RAW_COLUMNS.items() if k not in ("raw_gpu_name", "raw_llm_name")},
     "gpu": "str",
     "llm": "str",
+    "lab": "str",
     "is_moe": "bool",
     "raw_gpu_name": "str",
     "raw_llm_name": "str",
 }
 KEY = ("source", "config_id", "replicate_id")
+QUANTISED = ("mxfp4", "fp8", "int8", "int4")  # weight precisions below 16 bits
+# The lab behind each source (leave-one-source-out holds out a lab: ML.ENERGY's v2 and legacy tables together).
+LABS = {"wattcounts_processed": "wattcounts", "wattcounts_original": "wattcounts", "mlenergy_v2": "mlenergy",
+        "mlenergy_legacy": "mlenergy", "llm_inference_bench": "llm_inference_bench"}
+# The workload a row ran, in the vocabulary every source shares (the data report gives their ranges).
+WORKLOAD_FIELDS = ("concurrency", "prompt_tokens_mean", "output_tokens_mean", "n_gpus", "tensor_parallel",
+                   "pipeline_parallel", "request_rate_per_s")
 QUARANTINE_REASONS = (
     "unknown_gpu",
     "unknown_llm",
@@ -117,7 +143,7 @@ def mark_undefined_itl(frame: pd.DataFrame, min_tokens: float) -> pd.DataFrame:
     """Blank the ITL of rows that generate too few tokens for one, keeping the reason (the row stays)."""
     out = frame.copy()
     few = out["output_tokens_mean"] < min_tokens
-    out.loc[few, "itl_s"] = np.nan
+    out.loc[few, ["itl_s", "itl_reported_s"]] = np.nan
     out.loc[few, "itl_missing_reason"] = (
         f"fewer than {min_tokens:g} generated tokens per request: the latency is a time to first token"
     )
@@ -125,16 +151,51 @@ def mark_undefined_itl(frame: pd.DataFrame, min_tokens: float) -> pd.DataFrame:
 
 
 def mark_implausible_itl(frame: pd.DataFrame, weight_stream_s: pd.Series, min_ratio: float) -> pd.DataFrame:
-    """Blank per-sequence ITLs far below the physical floor (each decode step streams every weight once).
-
-    Offline ITL is duration / all generated tokens (shared by the whole batch), so it is exempt.
-    """
+    """Blank per-request ITLs far below the physical floor (each decode step streams every weight once). The source's
+    own figure goes too, except offline, where it is a system time per token (duration / all tokens) that the floor
+    does not bound and the per-request ITL was derived."""
     out = frame.copy()
-    low = (out["scenario"] != "offline") & (out["itl_s"] < min_ratio * weight_stream_s)
+    low = out["itl_s"] < min_ratio * weight_stream_s
     out.loc[low, "itl_s"] = np.nan
+    out.loc[low & (out["scenario"] != "offline"), "itl_reported_s"] = np.nan
     out.loc[low, "itl_missing_reason"] = (
         f"implausible: below {min_ratio:g} x the time to stream the FP16 weights once (2 x params / bandwidth)"
     )
+    return out
+
+
+def derive_concurrency(frame: pd.DataFrame, gpus, llms) -> pd.DataFrame:
+    """Requests in flight where the source does not state them, from the GPU and LLM specs, and the per-request ITL
+    that follows by Little's law (ITL = requests in flight / generated tokens per second):
+
+    - offline runs (all requests submitted at once): min(vLLM's default max_num_seqs, requests submitted, the
+      sequences whose KV cache fits in 90 % of memory beside the 16-bit weights);
+    - static batches larger than the KV-cache fit run in waves: the fit is the concurrency.
+    """
+    out = frame.copy()
+    known = (out["gpu"] != "") & (out["llm"] != "")
+    # "16bit" states the source's default; vLLM loads a quantised checkpoint (gpt-oss's MXFP4 experts) as published.
+    native = out["llm"].map(lambda k: getattr(llms.get(k), "weight_precision", "bf16") if k else "bf16")
+    quantised = native.isin(QUANTISED) & (out["precision"] == "16bit") & (out["engine"] == "vllm")
+    out.loc[quantised, "precision"] = native[quantised]
+    memory = out["gpu"].map(lambda k: gpus.get(k).memory_gb if k else np.nan)
+    weights = out["llm"].map(lambda k: physics.weights_gb(llms.get(k).total_params_b) if k else np.nan)
+    kv = out["llm"].map(lambda k: llms.get(k).kv_cache_bytes_per_token() if k else np.nan)
+    tokens = out["prompt_tokens_mean"].fillna(0) + out["output_tokens_mean"]
+    fit = pd.Series(physics.kv_fit_sequences(memory, out["n_gpus"], weights, kv, tokens,
+                                             workload.VLLM_MEMORY_UTILIZATION), index=out.index)
+    offline = known & (out["scenario"] == "offline") & out["concurrency"].isna()
+    out.loc[offline, "concurrency"] = workload.offline_concurrency(
+        memory[offline].to_numpy(float), out.loc[offline, "n_gpus"].to_numpy(float), weights[offline].to_numpy(float),
+        kv[offline].to_numpy(float), tokens[offline].to_numpy(float), out.loc[offline, "gpu"].to_numpy(),
+        out.loc[offline, "engine_version"].to_numpy(), out.loc[offline, "concurrency_setting"].to_numpy(float))
+    out.loc[offline, "concurrency_derivation"] = "vllm_default_max_num_seqs_capped"
+    waves = known & (out["concurrency_derivation"] == "static_batch") & (out["concurrency"] > fit)
+    out.loc[waves, "concurrency"] = np.floor(fit[waves])
+    out.loc[waves, "concurrency_derivation"] = "static_batch_capped_by_kv_cache"
+    little = offline | waves
+    out.loc[little, "itl_s"] = out.loc[little, "concurrency"] / out.loc[little, "throughput_tok_s"]
+    out.loc[offline, "itl_derivation"] = "offline_concurrency_per_throughput"
     return out
 
 
@@ -176,10 +237,13 @@ def finalize(raw: pd.DataFrame, gpus, llms, checks: Checks = Checks()) -> tuple[
     implausible = power.notna() & tdp.notna() & ((ratio > checks.max_power_tdp_ratio) | (ratio < checks.min_power_tdp_ratio))
     reason[implausible & (reason == "")] = "implausible_power"
 
+    df = derive_concurrency(df, gpus, llms)
     df = mark_undefined_itl(df, checks.min_tokens_for_itl)
     bandwidth = df["gpu"].map(lambda k: gpus.get(k).memory_bandwidth_gb_s if k else np.nan)
     params_b = df["llm"].map(lambda k: llms.get(k).active_params_b if k else np.nan)
-    df = mark_implausible_itl(df, 2 * params_b / (bandwidth * df["n_gpus"]), checks.min_itl_roofline_ratio)
+    df = mark_implausible_itl(df, physics.weight_stream_s(params_b, bandwidth * df["tensor_parallel"]),
+                              checks.min_itl_roofline_ratio)
+    df["lab"] = df["source"].map(LABS).fillna(df["source"])
     no_targets = df["power_w_per_gpu"].isna() & df["itl_s"].isna()
     reason[no_targets & (reason == "")] = "missing_targets"
 
@@ -211,10 +275,22 @@ def count_report(raw_by_source: dict[str, int], table: pd.DataFrame, quarantine:
             "itl_missing": int(kept["itl_s"].isna().sum()),
             "accounted_for": bool(len(kept) + len(q) == n_raw),
         }
+    coverage = table.groupby(["source", "gpu"]).size()
+    ranges = {}
+    for source, rows in table.groupby("source"):
+        ranges[source] = {}
+        for field in WORKLOAD_FIELDS:
+            v = pd.to_numeric(rows[field], errors="coerce").dropna()
+            ranges[source][field] = [float(v.min()), float(v.median()), float(v.max())] if len(v) else None
+        for field in ("engine", "engine_version", "precision", "concurrency_derivation"):
+            ranges[source][field] = sorted(set(rows[field]) - {""})
     return {
         "rows_kept": int(len(table)),
         "rows_quarantined": int(len(quarantine)),
         "sources": per_source,
+        "rows_per_source_and_gpu": {s: {g: int(n) for g, n in coverage[s].items()} for s in coverage.index.levels[0]
+                                    if s in coverage.index},
+        "workload_ranges": ranges,
     }
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 from wattgpu.errors import RawDataError
 from wattgpu.sources.rawio import read_csv_checked
 from wattgpu.sources.schema import RAW_COLUMNS, conform
-from wattgpu.workload import PRESETS
+from wattgpu.workload import OFFLINE_REQUESTS, PRESETS
 
 FILE = "watt_counts_processed.csv"
 SOURCE = "wattcounts_processed"
@@ -25,12 +25,15 @@ NUMERIC = [
     "throughput_tokens_per_second",
 ]
 SCENARIO_LABELS = PRESETS  # the three workloads of the processed copy
-# What every Watt Counts run shares, in either layout: one GPU, 16-bit weights, vLLM.
+# What every Watt Counts run shares, in either layout: one GPU, 16-bit weights, vLLM. The benchmark's repository
+# (maufadel/sw-energy-benchmark, requirements_modern.txt) pins vllm==0.14.1 for the runs of this model list.
 RUN_CONSTANTS = {
     "n_gpus": 1,
+    "tensor_parallel": 1,
+    "pipeline_parallel": 1,
     "precision": "16bit",
     "engine": "vllm",
-    "engine_version": "",
+    "engine_version": "0.14.1",
     "workload": "watt-counts prompts, output capped at 256 tokens",
 }
 
@@ -63,7 +66,13 @@ def to_tidy(df: pd.DataFrame) -> pd.DataFrame:
             "scenario": np.where(offline, "offline", "server"),
             "scenario_label": df["scenario"],
             "request_rate_per_s": df["lambda_qps"].where(~offline),
-            "concurrency": np.nan,
+            # Offline: all 1,000 requests at once (the engine's cap and the KV cache decide how many run: derived
+            # at ingest from the specs); server: mean requests in flight by Little's law, the realised arrival rate
+            # (generated tokens per s / tokens per request) x mean e2e latency.
+            "concurrency": (df["throughput_tokens_per_second"] / df["avg_generation_tokens"]
+                            * df["avg_e2e_latency_seconds"]).where(~offline),
+            "concurrency_setting": np.where(offline, float(OFFLINE_REQUESTS), np.nan),
+            "concurrency_derivation": np.where(offline, "", "littles_law_rate_x_mean_e2e"),
             "prompt_tokens_mean": df["avg_prompt_tokens"],
             "output_tokens_mean": df["avg_generation_tokens"],
             "requests_served": df["num_requests"],
@@ -71,13 +80,15 @@ def to_tidy(df: pd.DataFrame) -> pd.DataFrame:
             "measurement_duration_s": df["avg_e2e_latency_seconds"].where(offline),
             "power_w_per_gpu": df["gpu_power_draw_watts"],
             "power_derivation": "nvml_gpu0_mean",
-            # offline: duration / generated tokens = 1 / throughput (exact);
+            # The paper's ITL: offline, duration / generated tokens = 1 / throughput (a system time per token);
             # server: mean e2e / mean generated tokens, which includes the time to first token.
-            "itl_s": np.where(
+            "itl_reported_s": np.where(
                 offline,
                 1.0 / df["throughput_tokens_per_second"],
                 df["avg_e2e_latency_seconds"] / df["avg_generation_tokens"],
             ),
+            # Per-request ITL: server, the same; offline, requests in flight / throughput (set at ingest).
+            "itl_s": (df["avg_e2e_latency_seconds"] / df["avg_generation_tokens"]).where(~offline),
             "itl_derivation": np.where(offline, "offline_duration_per_token", "server_e2e_per_token_incl_ttft"),
             "itl_missing_reason": "",
             "throughput_tok_s": df["throughput_tokens_per_second"],

@@ -26,7 +26,7 @@ from wattgpu.errors import RawDataError
 from wattgpu.sources.rawio import read_csv_checked
 from wattgpu.sources.schema import RAW_COLUMNS, conform
 from wattgpu.sources.wattcounts import RUN_CONSTANTS
-from wattgpu.workload import SERVER_LOADS
+from wattgpu.workload import OFFLINE_REQUESTS, SERVER_LOADS
 
 SOURCE = "wattcounts_original"
 FILE = "watt_counts_subset.csv"
@@ -93,14 +93,18 @@ def to_tidy(df: pd.DataFrame, lists: Mapping[str, Sequence[np.ndarray]]) -> pd.D
             "scenario": np.where(server, "server", "offline"),
             "scenario_label": label,
             "request_rate_per_s": df["lambda_qps"].where(server),
-            "concurrency": math.nan,
+            # Little's law with the realised arrival rate: requests served / duration x mean e2e latency.
+            "concurrency": np.where(server, [len(t) for t in tokens] / duration * [_mean(x) for x in e2e], np.nan),
+            "concurrency_setting": np.where(server, np.nan, float(OFFLINE_REQUESTS)),
+            "concurrency_derivation": np.where(server, "littles_law_rate_x_mean_e2e", ""),
             "prompt_tokens_mean": [_mean(p) for p in prompts],
             "output_tokens_mean": [_mean(t) for t in tokens],
             "requests_served": [float(len(t)) for t in tokens],
             "measurement_duration_s": duration,
             "power_w_per_gpu": df["gpu_0_power_draw_watts_mean"],
             "power_derivation": "nvml_gpu0_mean",
-            "itl_s": itl,
+            "itl_s": np.where(server, itl, np.nan),  # offline: requests in flight / throughput, set at ingest
+            "itl_reported_s": itl,
             "itl_derivation": np.where(server, "server_exact", "offline_duration_per_token"),
             "itl_missing_reason": np.where(np.isnan(itl.astype(float)), reason, ""),
             "throughput_tok_s": total / duration,

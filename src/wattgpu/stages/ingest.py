@@ -8,6 +8,7 @@ from wattgpu import paths
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import load_params
+from wattgpu.evaluation import engines
 from wattgpu.io import write_csv, write_json
 from wattgpu.reporting.data_report import data_report_markdown
 from wattgpu.sources.adapters import ADAPTERS
@@ -37,7 +38,10 @@ def build(root, params):
     checks = Checks(params.max_power_tdp_ratio, params.min_power_tdp_ratio, params.min_tokens_for_itl,
                     params.min_itl_roofline_ratio)
     table, quarantine = finalize(split_sources(frames), gpus, llms, checks)
-    return table, quarantine, count_report(raw_counts, table, quarantine)
+    report = count_report(raw_counts, table, quarantine)
+    report["engines"] = {"on_gpu": engines.on_gpu(table, gpus, llms).to_dict("records"),
+                         "paired": engines.paired(table).to_dict("records")}
+    return table, quarantine, report
 
 
 def main() -> None:

@@ -28,11 +28,14 @@ def run_leaderboard() -> str:
         if file.exists():
             best[target] = json.loads(file.read_text())
     lb = leaderboard.frame(results)
-    text = leaderboard_page.markdown(lb, results, best, list(s.algorithms))
+    src = leaderboard.by_source(results)
+    text = leaderboard_page.markdown(lb, results, best, list(s.algorithms), src)
     out = paths.resolve(paths.SEARCH_DIR, root)
     (out / "leaderboard.md").write_text(text)
     write_csv(out / "leaderboard.csv", lb)
+    write_csv(out / "by_source.csv", src)
     write_json(out / "verdict.json", leaderboard.verdict(lb))
+    write_json(out / "by_source.json", leaderboard.source_metrics(src))
     mlflow = tracking.setup(EXPERIMENT, root)
     with mlflow.start_run(run_name="search-leaderboard"):
         mlflow.set_tags({"stage": "search_leaderboard", "git_commit": tracking.git_commit(root)})

@@ -28,7 +28,7 @@ from wattgpu.errors import WattgpuError
 from wattgpu.evaluation.predictions import ID_COLUMNS
 from wattgpu.evaluation.runner import prepare_rows, target_rows
 from wattgpu.io import read_table, write_json
-from wattgpu.modeling import coverage
+from wattgpu.modeling import coverage, replica
 from wattgpu.modeling.replica import paper_model
 from wattgpu.modeling.store import save_model_dir
 from wattgpu.modeling.targets import TARGETS
@@ -52,6 +52,8 @@ class Candidate:
     regime: str
     offline_mdape: float
     server_mdape: float
+    source: str | None  # the rows it trains on: one source, or every source (None)
+    dense_only: bool
 
 
 def candidate(target: str, params: Params, reg: Registry, root) -> Candidate:
@@ -62,7 +64,7 @@ def candidate(target: str, params: Params, reg: Registry, root) -> Candidate:
         best = json.loads(best_file.read_text())
         return Candidate(build_estimator(best, params.base.seed), "search", best["algorithm"], best["feature_set"],
                          best["hyperparameters"], best["regime"], float(best["nested_mdape"]["offline"]),
-                         float(best["nested_mdape"]["server"]))
+                         float(best["nested_mdape"]["server"]), params.search.source, params.search.dense_only)
     # Fallback: the paper replica, scored by the evaluate stage on registry.replica_regime.
     ev = params.evaluate
     scores = json.loads(paths.resolve(paths.EVALUATE_DIR / reg.replica_regime / "metrics.json", root).read_text())
@@ -70,7 +72,8 @@ def candidate(target: str, params: Params, reg: Registry, root) -> Candidate:
     estimator = paper_model(target, ev.replica, params.base.seed, ev.n_jobs)
     return Candidate(estimator, "paper_replica fallback", "paper_replica", estimator.features.name,
                      getattr(ev.replica, target).model_dump(), reg.replica_regime,
-                     float(replica["offline"]["mdape"]), float(replica["server"]["mdape"]))
+                     float(replica["offline"]["mdape"]), float(replica["server"]["mdape"]), ev.source,
+                     ev.replica.dense_only)
 
 
 def run() -> dict:
@@ -78,20 +81,23 @@ def run() -> dict:
     params = load_params(paths.resolve(paths.PARAMS, root))
     ev, reg = params.evaluate, params.registry or Registry()
     cats = catalogs(root)
-    rows = training_table(root, ev, cats)
-    training = {"source": ev.source, "dense_only": ev.replica.dense_only, "seed": params.base.seed,
-                "offline_batch": ev.roofline_offline_batch}
 
     mlflow = tracking.setup("wattgpu-register", root)
     summary = {}
     with mlflow.start_run(run_name="register"):
         mlflow.set_tags({"stage": "register", "git_commit": tracking.git_commit(root),
                          "data_md5": tracking.file_md5(paths.resolve(paths.MEASUREMENTS, root))})
-        mlflow.log_params({**training, **{f"registry.{k}": v for k, v in reg.model_dump().items()}})
-        for target in params.base.targets:
+        mlflow.log_params({"seed": params.base.seed, **{f"registry.{k}": v for k, v in reg.model_dump().items()}})
+        # ITL first: the power model is logged with the ITL champion it is served with.
+        for target in sorted(params.base.targets, key=lambda t: t != "itl"):
             cand = candidate(target, params, reg, root)
-            summary[target] = s = publish(target, target_rows(rows, target), cand, reg,
-                                          paths.resolve(paths.MODELS_DIR / target, root), cats, training)
+            training = {"source": cand.source or "all", "dense_only": cand.dense_only, "seed": params.base.seed,
+                        "offline_batch": ev.roofline_offline_batch}
+            rows = target_rows(training_table(root, cand.source, cand.dense_only, ev, cats), target)
+            if cand.algorithm == "paper_replica":
+                rows, _ = replica.paper_target(rows, target)  # the replica learns the paper's ITL definition
+            summary[target] = s = publish(target, rows, cand, reg, paths.resolve(paths.MODELS_DIR / target, root),
+                                          cats, training)
             print(f"register {target}: {s['name']} v{s['version']} ({cand.algorithm}, {cand.origin}) -> "
                   f"{s['decision']}: {s['reason']}")
     write_json(paths.resolve(paths.MODELS_DIR / "registry.json", root), summary)
@@ -116,11 +122,10 @@ def catalogs(root: Path) -> Catalogs:
                     load_idle_power(paths.resolve(paths.GPU_IDLE_POWER, root), gpus))
 
 
-def training_table(root: Path, ev: Evaluate, cats: Catalogs) -> pd.DataFrame:
-    """Every row of the evaluation's source (and dense filter) with specs and features; see target_rows."""
-    return prepare_rows(read_table(paths.resolve(paths.MEASUREMENTS, root)), cats.gpus, cats.llms, source=ev.source,
-                        dense_only=ev.replica.dense_only, idle_power_w=cats.idle_power_w,
-                        offline_batch=ev.roofline_offline_batch)
+def training_table(root: Path, source: str | None, dense_only: bool, ev: Evaluate, cats: Catalogs) -> pd.DataFrame:
+    """Every row of `source` (None: every source), MoE LLMs unless `dense_only`, with specs and features."""
+    return prepare_rows(read_table(paths.resolve(paths.MEASUREMENTS, root)), cats.gpus, cats.llms, source=source,
+                        dense_only=dense_only, idle_power_w=cats.idle_power_w, offline_batch=ev.roofline_offline_batch)
 
 
 def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, folder: Path, catalogs: Catalogs,
@@ -139,24 +144,26 @@ def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, fol
         mlflow.log_params({k: meta[k] for k in ("target", "origin", "algorithm", "feature_set", "training_rows")})
         mlflow.log_params({f"hp.{k}": v for k, v in cand.hyperparameters.items()})
         mlflow.log_metrics({k: v for k, v in figures.summary().items() if isinstance(v, float)})
-        info = pyfunc.log_model(target, folder)
+        itl_folder = folder.parent / "itl" if target == "power" and (folder.parent / "itl").exists() else None
+        info = pyfunc.log_model(target, folder, itl_folder)
     result = registry.register_version(
         mlflow.MlflowClient(), reg.names[target], info.model_uri, figures, reg,
         tags={"algorithm": cand.algorithm, "origin": cand.origin, "feature_set": cand.feature_set},
         model_description=DESCRIPTIONS[target])
     if result["alias"] != registry.CHAMPION:
-        restore_champion(reg.names[target], folder)  # the folder holds result["champion_version"]
+        restore_champion(reg.names[target], folder, target)  # the folder holds result["champion_version"]
     return result
 
 
-def restore_champion(name: str, folder: Path) -> None:
+def restore_champion(name: str, folder: Path, target: str) -> None:
     """Replace `folder` with the model folder logged with `name`'s champion version."""
     import mlflow
 
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{name}@{registry.CHAMPION}",
                                                          dst_path=tmp))
-        found = sorted(local.glob("artifacts/*/meta.json"))
+        found = [m for m in sorted(local.glob("artifacts/*/meta.json"))
+                 if json.loads(m.read_text()).get("target") == target]
         if len(found) != 1:
             raise WattgpuError(f"{name}@{registry.CHAMPION}: expected one model folder in its artifacts, found "
                                f"{len(found)}")

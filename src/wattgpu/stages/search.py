@@ -29,8 +29,10 @@ from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import Params, Regime, Search, load_params
 from wattgpu.errors import WattgpuError
 from wattgpu.evaluation import baselines, leaderboard
-from wattgpu.evaluation.runner import cross_predict, metrics_table, prepare_rows, target_rows
+from wattgpu.evaluation.predictions import ID_COLUMNS
+from wattgpu.evaluation.runner import metrics_table, prepare_rows, target_rows
 from wattgpu.io import read_table, write_csv, write_json
+from wattgpu.modeling import replica
 from wattgpu.modeling.algorithms import best_record
 from wattgpu.modeling.replica import paper_model
 from wattgpu.search.nested import (
@@ -49,8 +51,8 @@ EXPERIMENT = "wattgpu-search"
 # What a study's result depends on besides params and data: the search and everything it imports (prose ignored).
 STUDY_CODE = ("wattgpu.search.nested", "wattgpu.evaluation.runner")
 # Slowest first, so that two workers finish together.
-COST_ORDER = ("extra_trees", "xgboost", "physics", "lightgbm", "knn", "spline_ridge")
-INNER_CV = {"logo": "GPU groups held out", "lolo": "LLM groups held out",
+COST_ORDER = ("workload", "extra_trees", "xgboost", "physics", "lightgbm", "knn", "spline_ridge")
+INNER_CV = {"logo": "GPU groups held out", "lolo": "LLM groups held out", "loso": "labs held out",
             "lopo": "a GPU group x an LLM group held out, trained on rows with neither",
             "group_kfold": "(GPU, LLM) pairs held out", "row_kfold": "rows held out"}
 
@@ -74,8 +76,8 @@ def context(root: Path, with_idle_power: bool = True) -> Context:
     llms = load_llm_catalog(paths.resolve(paths.LLM_CATALOG_TABLE, root))
     idle = load_idle_power(paths.resolve(paths.GPU_IDLE_POWER, root), gpus) if with_idle_power else None
     measurements = paths.resolve(paths.MEASUREMENTS, root)
-    rows = prepare_rows(read_table(measurements), gpus, llms, source=ev.source, dense_only=ev.replica.dense_only,
-                        idle_power_w=idle, offline_batch=ev.roofline_offline_batch)
+    rows = prepare_rows(read_table(measurements), gpus, llms, source=params.search.source,
+                        dense_only=params.search.dense_only, idle_power_w=idle, offline_batch=ev.roofline_offline_batch)
     return Context(root, params, params.search, rows, tracking.file_md5(measurements))
 
 
@@ -102,7 +104,7 @@ def tasks_for(ctx: Context, rows_by_target: dict[str, pd.DataFrame], plans: dict
     algorithms = sorted(s.algorithms, key=lambda a: COST_ORDER.index(a))
     out = []
     for target, rows in rows_by_target.items():
-        for algorithm in algorithms:
+        for algorithm in (a for a in algorithms if target in s.algorithms[a].targets):
             space = s.algorithms[algorithm]
             config = {"space": space.model_dump(mode="json"), "profile": s.active.model_dump(), "settings": repr(st),
                       "regime": regime.model_dump(), "data": ctx.data_md5, "code": code, "store": store}
@@ -112,8 +114,9 @@ def tasks_for(ctx: Context, rows_by_target: dict[str, pd.DataFrame], plans: dict
     return out
 
 
-def algorithm_order(search: Search) -> list[str]:
-    return list(search.algorithms)
+def algorithm_order(search: Search, target: str) -> list[str]:
+    """The candidates for `target`, in params.yaml's order."""
+    return [a for a, space in search.algorithms.items() if target in space.targets]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -138,20 +141,24 @@ def run_regime(name: str) -> dict:
 
     parts, fold_rows, selected = [], [], {}
     for target, t_rows in rows.items():
-        refs = references(t_rows, target, ctx.params, regime)
+        refs = references(t_rows, target, ctx.params, plans[target])
         frame, selected[target], studies = compare(t_rows, target, plans[target], outcomes[target],
-                                                   algorithm_order(s), refs, s.default_algorithm)
+                                                   algorithm_order(s, target), refs, s.default_algorithm)
         parts.append(frame)
         fold_rows += studies
     pred = pd.concat(parts, ignore_index=True)
+    # The paper's comparison: every model on the rows the replica predicts (its source, dense LLMs).
+    replica_rows = pred.loc[pred["model"] == leaderboard.REPLICA, [*ID_COLUMNS, "target", "y_pred"]]
+    keys = replica_rows.dropna(subset=["y_pred"]).drop(columns="y_pred")
+    paper = pred.merge(keys, on=[*ID_COLUMNS, "target"], how="inner")
     setup = {"profile": s.profile, "n_trials": s.active.n_trials, "inner_folds": s.active.inner_folds,
              "default_algorithm": s.default_algorithm,
              "inner_cv": INNER_CV[regime.kind], "outer_folds": len(plans[next(iter(plans))]),
              "max_pairs": regime.max_pairs if regime.kind == "lopo" else None, "seed": seed}
-    result = {"regime": name, "kind": regime.kind, "source": ev.source, "setup": setup,
-              "rows": {t: len(r) for t, r in rows.items()},
+    result = {"regime": name, "kind": regime.kind, "source": s.source or "all", "replica_source": ev.source,
+              "setup": setup, "rows": {t: len(r) for t, r in rows.items()},
               "tested_rows": {t: len(tested_positions(plans[t])) for t in rows},
-              "metrics": metrics_table(pred), "selected": selected}
+              "metrics": metrics_table(pred), "paper_metrics": metrics_table(paper), "selected": selected}
     out = paths.resolve(paths.SEARCH_DIR / name, root)
     write_csv(out / "predictions.csv", pred)
     folds_table = pd.DataFrame(fold_rows)
@@ -164,15 +171,33 @@ def run_regime(name: str) -> dict:
     return result
 
 
-def references(t_rows: pd.DataFrame, target: str, params: Params, regime: Regime) -> dict[str, np.ndarray]:
-    """The paper replica (cross-predicted on the regime's outer folds) and the baselines, for comparison."""
+def references(t_rows: pd.DataFrame, target: str, params: Params, plans: list[OuterPlan]) -> dict[str, np.ndarray]:
+    """The paper replica and the baselines on the same outer folds, for comparison.
+
+    The replica is the paper's: trained and scored on its own source's dense LLMs only (params.yaml `evaluate`),
+    with the paper's ITL definition (offline: duration / generated tokens), converted to per-request ITL by the same
+    requests in flight the other models are scored with; NaN on every other row. The baselines learn nothing.
+    """
     ev, seed = params.evaluate, params.base.seed
-    out = {leaderboard.REPLICA: cross_predict(t_rows, lambda: paper_model(target, ev.replica, seed, ev.n_jobs),
-                                               regime, seed).y_pred}
+    eligible = (t_rows["source"] == ev.source).to_numpy()
+    if ev.replica.dense_only:
+        eligible &= ~t_rows["is_moe"].astype(bool).to_numpy()
+    paper_rows, to_request = replica.paper_target(t_rows, target)
+    y_replica = np.full(len(t_rows), np.nan)
+    for plan in plans:
+        train, test = plan.outer.train[eligible[plan.outer.train]], plan.outer.test[eligible[plan.outer.test]]
+        if len(train) and len(test):
+            model = paper_model(target, ev.replica, seed, ev.n_jobs).fit(paper_rows.iloc[train])
+            y_replica[test] = model.predict(paper_rows.iloc[test]) * to_request[test]
+    paper_labels = t_rows["scenario_label"].isin(ev.load_rho).to_numpy()
+    out = {leaderboard.REPLICA: y_replica}
     if target == "power":
-        out.update(tdp=baselines.tdp(t_rows), load_scaled_tdp=baselines.load_scaled_tdp(t_rows, ev.load_rho))
+        scaled = np.full(len(t_rows), np.nan)
+        scaled[paper_labels] = baselines.load_scaled_tdp(t_rows[paper_labels], ev.load_rho)
+        out.update(tdp=baselines.tdp(t_rows), load_scaled_tdp=scaled)
     else:
-        out.update(roofline=baselines.roofline_itl(t_rows))
+        out.update(roofline=np.where(paper_labels, baselines.roofline_itl(t_rows), np.nan),
+                   itl_physics=t_rows["itl_physics_s"].to_numpy(dtype=float))
     return out
 
 
@@ -201,9 +226,9 @@ def run_best() -> dict:
     results = run_tasks(tasks, s.n_workers, description=f"search best ({primary} CV on all rows)")
     primary_result = json.loads(paths.resolve(paths.SEARCH_DIR / primary / "metrics.json", root).read_text())
     nested = primary_result["metrics"]
-    order = algorithm_order(s)
     best = {}
     for target in rows:
+        order = algorithm_order(s, target)
         cands = {t.algorithm: r[0] for t, r in zip(tasks, results) if t.target == target}
         algorithm = choose_algorithm(primary_result["selected"][target], {a: cands[a].inner_score for a in order})
         win = cands[algorithm]

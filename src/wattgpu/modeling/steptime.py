@@ -1,0 +1,125 @@
+"""The decode-step model behind the `workload` candidate's ITL: physics terms with learned, positive weights, times
+a learned factor that does not depend on concurrency.
+
+    ITL(b) = exp(g(z)) x sum_k exp(theta_k . z) x T_k(b),    b = max(requests in flight, 1)
+
+T_k are the physical step times of features.engineer (weights read per step, b x one sequence's KV cache, b x one
+token's compute, the per-layer fixed cost); z are inputs that do not depend on concurrency (GPU, LLM, engine, the
+rest of the workload), standardised. theta is fitted by robust, ridge-penalised nonlinear least squares on log ITL;
+g by LightGBM on what that leaves. Each T_k is non-decreasing in b and grows at most linearly, and the weights do
+not depend on b, so per-request ITL never falls as concurrency rises and system throughput b / ITL never falls
+either: the monotone responses a planner relies on hold by construction, not by luck of the fit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from lightgbm import LGBMRegressor
+from scipy.optimize import least_squares
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+# The terms, by the feature names (features.WORKLOAD_ITL) that hold log T_k; `batch` marks the per-sequence terms.
+TERMS = ("log_weights_step_s", "log_kv_step_per_sequence_s", "log_compute_step_per_sequence_s", "log_fixed_step_s")
+PER_SEQUENCE = (False, True, True, False)
+BATCH = "log_batch"
+# What the terms' weights may depend on: how the engine, the hardware and the workload change the cost of each part of
+# a step (the boosted factor sees every context input).
+WEIGHT_INPUTS = (
+    "engine_vllm", "engine_tensorrt-llm", "engine_deepspeed-mii", "engine_deepspeed", "engine_llama.cpp",
+    "engine_hf-transformers", "engine_version_num", "gpu_is_amd", "gpu_is_intel", "log_tensor_parallel",
+    "log_pipeline_parallel", "prompt_unknown", "log_prompt_tokens", "log_output_tokens", "log_active_params_b",
+    "log_memory_bandwidth_gb_s", "weights_memory_fraction_replica", "poisson_arrivals",
+    "log_kv_fit_sequences",
+)
+
+
+class StepTimeRegressor(RegressorMixin, BaseEstimator):
+    """Predicts log ITL from a matrix whose columns are named by `columns` (features.WORKLOAD_ITL.columns).
+
+    `context`: the columns used as z (default: every column that is not a term, the batch or `exclude`).
+    """
+
+    def __init__(self, columns: tuple[str, ...] = (), exclude: tuple[str, ...] = ("log_itl_physics_s",),
+                 alpha: float = 1.0, n_estimators: int = 200, learning_rate: float = 0.05, num_leaves: int = 15,
+                 min_child_samples: int = 20, reg_lambda: float = 1.0, colsample_bytree: float = 1.0,
+                 random_state: int = 0, n_jobs: int = 1):
+        self.columns = columns
+        self.exclude = exclude
+        self.alpha = alpha
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.num_leaves = num_leaves
+        self.min_child_samples = min_child_samples
+        self.reg_lambda = reg_lambda
+        self.colsample_bytree = colsample_bytree
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _split(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(log T_k(b) per term, the weights' inputs, the context z)."""
+        cols = list(self.columns)
+        log_b = X[:, cols.index(BATCH)]
+        terms = np.column_stack([X[:, cols.index(t)] + (log_b if per_seq else 0.0)
+                                 for t, per_seq in zip(TERMS, PER_SEQUENCE)])
+        skip = {*TERMS, BATCH, *self.exclude}
+        weights_in = X[:, [cols.index(c) for c in WEIGHT_INPUTS if c in cols and c not in self.exclude]]
+        return terms, weights_in, X[:, [i for i, c in enumerate(cols) if c not in skip]]
+
+    def _log_step(self, terms: np.ndarray, z1: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """log sum_k exp(theta_k . z + log T_k), and each term's share of the sum (for the Jacobian)."""
+        a = terms + z1 @ theta.reshape(len(TERMS), -1).T
+        top = a.max(axis=1, keepdims=True)
+        w = np.exp(a - top)
+        total = w.sum(axis=1, keepdims=True)
+        return (top + np.log(total)).ravel(), w / total
+
+    def fit(self, X, y) -> StepTimeRegressor:
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        if len(self.columns) != X.shape[1]:
+            raise ValueError(f"columns names {len(self.columns)} inputs, X has {X.shape[1]}")
+        terms, w, z = self._split(X)
+        self.mean_, self.scale_ = w.mean(axis=0), w.std(axis=0)
+        self.scale_[self.scale_ == 0] = 1.0
+        self.low_, self.high_ = w.min(axis=0), w.max(axis=0)  # the weights never extrapolate past these
+        z1 = np.column_stack([np.ones(len(w)), (w - self.mean_) / self.scale_])
+        k, d = len(TERMS), z1.shape[1]
+        penalty = np.sqrt(self.alpha)
+        mask = np.tile(np.r_[0.0, np.ones(d - 1)], k)  # intercepts are not penalised
+
+        def residuals(theta):
+            log_step, _ = self._log_step(terms, z1, theta)
+            return np.r_[log_step - y, penalty * mask * theta]
+
+        def jacobian(theta):
+            _, share = self._log_step(terms, z1, theta)
+            jac = (share[:, :, None] * z1[:, None, :]).reshape(len(y), k * d)
+            return np.vstack([jac, np.diag(penalty * mask)])
+
+        fit = least_squares(residuals, np.zeros(k * d), jac=jacobian, loss="soft_l1", f_scale=0.3, max_nfev=50,
+                            tr_solver="lsmr")
+        self.theta_ = fit.x
+        rest = y - self._log_step(terms, z1, self.theta_)[0]
+        self.boost_ = LGBMRegressor(
+            n_estimators=self.n_estimators, learning_rate=self.learning_rate, num_leaves=self.num_leaves,
+            min_child_samples=self.min_child_samples, reg_lambda=self.reg_lambda,
+            colsample_bytree=self.colsample_bytree, random_state=self.random_state, n_jobs=self.n_jobs,
+            verbose=-1, deterministic=True, force_row_wise=True,
+        ).fit(z, rest)
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        check_is_fitted(self, "theta_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        terms, w, z = self._split(X)
+        w = np.clip(w, self.low_, self.high_)  # outside the training range the physics terms extrapolate, not exp(theta.z)
+        z1 = np.column_stack([np.ones(len(w)), (w - self.mean_) / self.scale_])
+        return self._log_step(terms, z1, self.theta_)[0] + self.boost_.predict(z)
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Importance per input column: the boosted factor's, on the context columns (0 for the terms)."""
+        out = np.zeros(len(self.columns))
+        skip = {*TERMS, BATCH, *self.exclude}
+        out[[i for i, c in enumerate(self.columns) if c not in skip]] = self.boost_.feature_importances_
+        return out
