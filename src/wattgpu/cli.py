@@ -17,7 +17,7 @@ from wattgpu import paths, workload
 from wattgpu.catalogs import edit
 from wattgpu.errors import WattgpuError
 from wattgpu.evaluation.casestudy import load_case
-from wattgpu.planning import resolve, service
+from wattgpu.planning import planner, resolve, service
 from wattgpu.planning.models import ModelSet
 from wattgpu.reporting import casestudy, console, readme
 
@@ -86,22 +86,25 @@ def predict_cmd(
     input_csv: Path = typer.Option(None, "--input", exists=True, dir_okay=False,
                                    help="batch: a CSV of requests (columns as documented in wattgpu.request)"),
     output_csv: Path = typer.Option(None, "--output", help="batch: where to write the predictions CSV"),
+    levels: list[float] = typer.Option(None, "--level", help="prediction interval level, in percent (80) or as a "
+                                       "fraction (0.8), 50-99; repeat for several [default: 80 and 90]"),
     no_cache: bool = NoCacheOpt,
 ) -> None:
-    """Predict mean power (W per GPU), ITL (ms), tokens/s and energy per token (J) for one GPU, LLM and workload."""
+    """Predict mean power (W per GPU), ITL (ms), tokens/s and energy per token (J) for one GPU, LLM and workload,
+    each with its prediction interval at every --level."""
+    fractions = [planner.level_fraction(v, "--level") for v in levels or ()] or list(planner.DEFAULT_LEVELS)
     model_set = ModelSet.load(models)
     if input_csv is not None or output_csv is not None:
-        if input_csv is None or output_csv is None:
-            raise WattgpuError("batch mode needs both --input rows.csv and --output preds.csv")
-        if any(v is not None for v in (gpu, gpu_spec, llm, llm_config, scenario)):
-            raise WattgpuError("--input takes GPU, LLM and scenario from its columns; drop --gpu/--llm/--scenario")
+        service.check_batch_options(input_csv, output_csv, named=(gpu, gpu_spec, llm, llm_config, scenario),
+                                    levels=levels)
         with progress_bar("predicting") as advance:
             n = service.predict_csv(model_set, input_csv, output_csv, progress=advance)
         return typer.echo(f"wrote {n} predictions to {output_csv} (models: {model_set.versions})", err=True)
     w = workload.workload(scenario, rate, prompt_tokens, output_tokens, gpus_per_replica, concurrency,
                           pipeline_parallel, precision, engine, engine_version)
     answer = service.predict_one(model_set, resolve.gpu_choice(gpu, gpu_spec, model_set.gpus),
-                                 resolve.llm_choice(llm, llm_config, model_set.llms), w, use_cache=not no_cache)
+                                 resolve.llm_choice(llm, llm_config, model_set.llms), w, fractions,
+                                 use_cache=not no_cache)
     typer.echo(console.predict_json(answer) if as_json else console.predict_text(answer))
 
 
@@ -112,23 +115,40 @@ def recommend_cmd(
     scenario: str = typer.Option(None, "--scenario", help=ScenarioHelp), concurrency: float = ConcOpt,
     max_itl_ms: float = typer.Option(..., "--max-itl-ms", help="latency target: mean inter-token latency (ms)"),
     gpus: str = typer.Option(None, "--gpus", help="comma-separated GPU names to consider [default: the whole catalog]"),
-    margin_pct: float = typer.Option(0.0, "--itl-margin-pct",
-                                     help="safety margin: require predicted ITL <= target x (1 - margin/100)"),
+    confidence: float = typer.Option(80.0, "--confidence", help="a GPU meets --max-itl-ms when the upper bound of "
+                                     "its ITL interval at this level (percent, 50-99; or 0.5-0.99) does"),
+    max_power_w: float = typer.Option(None, "--max-power-w", help="power budget (W), judged at the upper bound of "
+                                      "the power interval; per GPU, or per replica with --power-budget-scope replica"),
+    power_scope: str = typer.Option("gpu", "--power-budget-scope",
+                                    help="gpu: --max-power-w per GPU | replica: for the GPUs of one replica "
+                                    "together (W per GPU x GPUs per replica)"),
+    pue: float = typer.Option(1.0, "--pue", help="power usage effectiveness (facility / IT power, >= 1): scales "
+                              "the energy and its cost"),
+    price_per_kwh: float = typer.Option(None, "--price-per-kwh", help="electricity price, currency per kWh"),
+    gpu_price_per_hour: float = typer.Option(None, "--gpu-price-per-hour",
+                                             help="price of one GPU-hour (same currency), for every GPU"),
+    objective: str = typer.Option("energy", "--objective", help="rank the GPUs that meet the constraints by "
+                                  "energy (kWh per million tokens) | energy-cost (needs --price-per-kwh) | "
+                                  "total-cost (energy + GPU hours; needs both prices)"),
     rate: float = RateOpt, prompt_tokens: float = PromptOpt, output_tokens: float = OutputOpt,
     gpus_per_replica: int = NGpusOpt, pipeline_parallel: int = PpOpt, precision: str = PrecOpt,
     engine: str = EngineOpt, engine_version: str = VersionOpt, as_json: bool = JsonOpt, models: Path = ModelsOpt,
     no_cache: bool = NoCacheOpt,
 ) -> None:
-    """Rank the GPUs that can hold the LLM by predicted energy per token, among those meeting --max-itl-ms."""
-
+    """Rank the GPUs that can hold the LLM by --objective (default: energy per million tokens), among those meeting
+    --max-itl-ms at the --confidence upper bound and the power budget; energy and costs per million generated
+    tokens come with their intervals."""
+    constraints = planner.Constraints(max_itl_ms, planner.level_fraction(confidence, "--confidence"), max_power_w,
+                                      power_scope)
+    costs = planner.Costs(pue, price_per_kwh, gpu_price_per_hour, objective)
     model_set = ModelSet.load(models)
     names = [n.strip() for n in gpus.split(",") if n.strip()] if gpus is not None else None
     answer = service.recommend(model_set, resolve.llm_choice(llm, llm_config, model_set.llms),
                                workload.workload(scenario, rate, prompt_tokens, output_tokens, gpus_per_replica,
                                                  concurrency, pipeline_parallel, precision, engine, engine_version),
-                               max_itl_ms, names, margin_pct / 100, use_cache=not no_cache)
+                               constraints, names, costs, use_cache=not no_cache)
     if as_json:
-        typer.echo(console.recommend_json(answer, margin_pct))
+        typer.echo(console.recommend_json(answer))
     else:
         console.print_recommendation(answer)
 

@@ -37,6 +37,7 @@ class Regime(Strict):
     kind: Literal["group_kfold", "row_kfold", "logo", "lolo", "lopo", "loso"]
     n_splits: int = Field(5, ge=2)
     max_pairs: int | None = Field(None, ge=1)  # lopo: evaluate a seeded sample of pairs (None = all)
+    groups: int | None = Field(None, ge=2)  # lolo: hold out this many seeded groups of LLMs (None = one LLM each)
 
 
 class XgbParams(Strict):
@@ -81,6 +82,7 @@ class SearchProfile(Strict):
     n_trials: int = Field(6, ge=1)  # Optuna trials per (target, algorithm, outer fold) study
     inner_folds: int = Field(3, ge=0)  # inner CV folds; 0 = one per group (the regime's own leave-one-out)
     max_pairs: int | None = Field(8, ge=1)  # lopo: seeded sample of outer (GPU, LLM) pairs; None = all
+    calibration_folds: int = Field(6, ge=0)  # conformal calibration folds (grouped like inner_folds; 0 = one per group)
 
 
 class Hyperparameter(Strict):

@@ -77,3 +77,6 @@ WORKLOAD: dict[str, Bounds] = {
     "pipeline_parallel": Bounds(1, 64, integer=True),
 }
 WORKLOAD_TEXT = ("precision", "engine", "engine_version")
+# The prediction interval's confidence level (a fraction), and the level a request without one gets.
+INTERVAL_LEVEL = Bounds(0.5, 0.99)
+DEFAULT_INTERVAL_LEVEL = 0.8

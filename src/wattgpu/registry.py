@@ -65,8 +65,13 @@ class Decision:
     reason: str
 
 
-def decide(challenger: Figures, champion: Figures | None, rule: Registry, champion_version: str | None = None) -> Decision:
-    """Whether the challenger becomes champion, and why (pure)."""
+INTERVALS_TAG = "intervals"  # "conformal" on a version whose model folder carries interval calibration
+
+
+def decide(challenger: Figures, champion: Figures | None, rule: Registry, champion_version: str | None = None,
+           adds_intervals: bool = False) -> Decision:
+    """Whether the challenger becomes champion, and why (pure). `adds_intervals`: the challenger gives prediction
+    intervals and the champion does not; then figures no worse than the champion's are enough."""
     if champion_version is None:
         return Decision(True, "first champion", f"no champion yet; score {challenger.score:.3f} %")
     cv = f"v{champion_version}"
@@ -83,6 +88,8 @@ def decide(challenger: Figures, champion: Figures | None, rule: Registry, champi
                f"server {challenger.server_mdape:.3f} vs {champion.server_mdape:.3f})")
     if gain > rule.min_improvement_pp:
         return Decision(True, "promoted", f"{figures}: better by {gain:.3f} pp")
+    if adds_intervals and gain >= -1e-9:
+        return Decision(True, "promoted", f"{figures}: no worse, and it adds the prediction intervals {cv} lacks")
     return Decision(False, "kept champion", f"{figures}: not better by more than {rule.min_improvement_pp:g} pp")
 
 
@@ -99,11 +106,14 @@ def register_version(client, name: str, model_uri: str, figures: Figures, rule: 
     import mlflow
 
     champion_version = champion = None
+    adds_intervals = (tags or {}).get(INTERVALS_TAG) == "conformal"
     if client.search_registered_models(filter_string=f"name = '{name}'"):
         champion_version = client.get_registered_model(name).aliases.get(CHAMPION)
     if champion_version is not None:
-        champion = Figures.from_tags(client.get_model_version(name, champion_version).tags)
-    decision = decide(figures, champion, rule, champion_version)
+        champion_tags = client.get_model_version(name, champion_version).tags
+        champion = Figures.from_tags(champion_tags)
+        adds_intervals &= champion_tags.get(INTERVALS_TAG) != "conformal"
+    decision = decide(figures, champion, rule, champion_version, adds_intervals)
 
     version = mlflow.register_model(model_uri, name, tags={**(tags or {}), **figures.to_tags()}).version
     if model_description:

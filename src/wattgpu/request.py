@@ -6,8 +6,8 @@ A request is a mapping (one row of a frame) with:
 - `llm`: a catalog name or alias, or else the LLM's config fields `llm_<field>` (fields.LLM_CONFIG_REQUIRED at least);
 - the load, one of: `concurrency` (requests the engine runs at once), `request_rate_per_s` (Poisson arrivals, with
   `scenario` absent or `server`), or a preset `scenario`: offline | server_low | server_high;
-- optional: `prompt_tokens`, `output_tokens`, `n_gpus` (GPUs per replica), `pipeline_parallel`, `precision`, `engine`,
-  `engine_version` (defaults: workload.DEFAULTS, the LLM's own precision, vLLM at the newest measured version).
+- optional: `level` (the prediction interval's confidence, a fraction, default 0.8), `prompt_tokens`,
+  `output_tokens`, `n_gpus` (GPUs per replica), `pipeline_parallel`, `precision`, `engine`, `engine_version` (defaults: workload.DEFAULTS, the LLM's own precision, vLLM at the newest measured version).
 Accepted ranges: wattgpu.fields. Pure functions; every error names the row, the field and what is allowed.
 
 A field is absent when it is left out, null (None), NaN or blank text: a DataFrame (and a CSV read into one)
@@ -43,7 +43,7 @@ from wattgpu.workload import (
 
 GPU_SPEC_OPTIONAL = tuple(k for k in fields.GPU_SPEC if k not in fields.GPU_SPEC_REQUIRED)
 KNOWN_FIELDS = (
-    {"gpu", "llm", "scenario", *fields.WORKLOAD, *fields.WORKLOAD_TEXT}
+    {"gpu", "llm", "scenario", "level", *fields.WORKLOAD, *fields.WORKLOAD_TEXT}
     | {f"gpu_{k}" for k in [*fields.GPU_SPEC, *fields.GPU_SPEC_TEXT, "name"]}
     | {f"llm_{k}" for k in [*fields.LLM_CONFIG_REQUIRED, *fields.LLM_CONFIG_OPTIONAL, *fields.LLM_CONFIG_TEXT, "name"]}
 )
@@ -162,7 +162,7 @@ def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame
                                      GPU_SPEC_OPTIONAL, fields.GPU_SPEC_TEXT)
         llm_key, llm_spec = _resolve(i, req, "llm", llms, "llm_", fields.LLM_CONFIG, fields.LLM_CONFIG_REQUIRED,
                                      fields.LLM_CONFIG_OPTIONAL, fields.LLM_CONFIG_TEXT)
-        row = {"gpu": gpu_key, "llm": llm_key, **_workload(i, req)}
+        row = {"gpu": gpu_key, "llm": llm_key, **_workload(i, req), "level": _level(i, req.get("level"))}
         for f in GPU_FIELDS:
             row[f"gpu_{f}"] = gpu_spec.get(f, np.nan) if gpu_spec is not None else _catalog_field(gpus, gpu_key, f)
         for f in LLM_FIELDS:
@@ -180,6 +180,11 @@ def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame
             row["precision"] = own if isinstance(own, str) and own in PRECISION_BYTES else "bf16"
         rows.append(row)
     return _offline_concurrency(pd.DataFrame(rows))
+
+
+def _level(i: int, value) -> float:
+    """The interval's confidence level: a fraction in fields.INTERVAL_LEVEL (absent: the default)."""
+    return fields.DEFAULT_INTERVAL_LEVEL if _missing(value) else _number(i, "level", value, fields.INTERVAL_LEVEL)
 
 
 def _workload(i: int, req: Mapping) -> dict:

@@ -167,6 +167,37 @@ def test_predict_flags_inputs_outside_the_training_ranges(env):
     assert "request rate (req/s) 2 > 0.33 measured" in line and "prompt tokens 500 >" in line
 
 
+def test_predict_gives_an_interval_per_level(env):
+    args = ("predict", "--gpu", "A30", "--llm", LLAMA, "--scenario", "server_high", "--json")
+    out = json.loads(run(*args).stdout)
+    p, bounds = out["prediction"], [f"{t}_{s}" for t in ("power_w", "itl_ms", "system_tokens_per_s",
+                                                         "energy_per_token_j") for s in ("lo", "hi")]
+    assert p["level"] == 0.8 and [b["level"] for b in out["intervals"]] == [0.8, 0.9]
+    assert all(k in p and k in out["intervals"][0] for k in bounds) and isinstance(out["interval_note"], str)
+    for band in out["intervals"]:  # these test models carry no calibration: null bounds, or bounds around the point
+        assert all(band[k] is None or band[k] <= p[k[:-3]] for k in bounds if k.endswith("_lo"))
+    res = run(*args, "--level", "0.95", "--level", "80")
+    assert res.exit_code == 0, res.output
+    again = json.loads(res.stdout)
+    assert [b["level"] for b in again["intervals"]] == [0.95, 0.8] and again["prediction"]["level"] == 0.95
+    assert again["prediction"]["power_w"] == pytest.approx(p["power_w"])  # the level moves the bounds only
+    text = run(*args[:-1]).stdout
+    assert next(x for x in text.splitlines() if x.startswith("interval"))  # the band, or why there is none
+
+
+def test_batch_predict_passes_the_interval_columns_and_each_rows_level(env):
+    rows = pd.DataFrame({"gpu": ["A30", "L4"], "llm": [LLAMA] * 2, "scenario": ["offline", "server_low"],
+                         "level": [0.9, None]})
+    src, dst = env / "in.csv", env / "preds.csv"
+    rows.to_csv(src, index=False)
+    res = run("predict", "--input", str(src), "--output", str(dst))
+    assert res.exit_code == 0, res.output
+    out = pd.read_csv(dst)
+    assert {"power_w_lo", "power_w_hi", "itl_ms_lo", "itl_ms_hi", "energy_per_token_j_hi", "interval"} <= set(out)
+    assert list(out["level"]) == [0.9, 0.8]
+    assert_clean_error(run("predict", "--input", str(src), "--output", str(dst), "--level", "90"), "level")
+
+
 def test_batch_error_names_the_row_and_field(env):
     src = env / "in.csv"
     pd.DataFrame({"gpu": ["A30", "A30"], "llm": [LLAMA, LLAMA], "scenario": ["offline", "peak"]}).to_csv(src, index=False)
@@ -189,7 +220,11 @@ def test_recommend_json_over_the_measured_gpus(env):
     assert excluded["NVIDIA L4"]["status"] == "too slow"  # ~60 ms measured at server_high
     energies = [r["energy_per_token_j"] for r in out["ranking"]]
     assert energies == sorted(energies)
-    assert all(r["itl_ms"] <= 25 for r in out["ranking"])
+    assert all(r["itl_ms"] <= r["itl_judged_ms"] <= 25 for r in out["ranking"])
+    assert out["confidence_pct"] == 80 and out["objective"] == "energy" and out["pue"] == 1.0
+    assert all(r["energy_kwh_per_mtok"] == pytest.approx(r["energy_per_token_j"] / 3.6) for r in out["ranking"])
+    assert set(out["meets_only_at_point_estimate"]) == {
+        r["gpu"] for r in out["excluded"] if r["status"] == "meets only at the point estimate"}
     assert "90 %" in out["memory_rule"] and out["models"]["itl"] == "test-itl-1"
     assert out["extrapolation"] == {"workload_and_llm": [], "gpus": {}}  # the measured GPUs, the paper's load
 
@@ -207,6 +242,28 @@ def test_recommend_text_states_the_pick_and_the_rule(env):
     res = run("recommend", "--llm", LLAMA, "--scenario", "server_low", "--max-itl-ms", "25")
     assert res.exit_code == 0, res.output
     assert "Pick:" in res.stdout and "memory rule" in res.stdout and "does not fit" in res.stdout
+
+
+def test_recommend_power_budget_prices_and_objective(env):
+    base = ("recommend", "--llm", LLAMA, "--scenario", "server_high", "--max-itl-ms", "30", "--gpus", MEASURED_GPUS,
+            "--json")
+    res = run(*base, "--max-power-w", "200", "--confidence", "90", "--pue", "1.25", "--price-per-kwh", "0.2",
+              "--gpu-price-per-hour", "2.5", "--objective", "total-cost")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["confidence_pct"] == 90 and out["max_power_w"] == 200 and out["objective"] == "total-cost"
+    for r in out["ranking"]:
+        assert r["power_judged_w"] <= 200
+        assert r["energy_kwh_per_mtok"] == pytest.approx(r["energy_per_token_j"] / 3.6 * 1.25)
+        hours = 1e6 / r["system_tokens_per_s"] / 3600
+        assert r["total_cost_per_mtok"] == pytest.approx(0.2 * r["energy_kwh_per_mtok"] + 2.5 * hours)
+    costs = [r["total_cost_per_mtok"] for r in out["ranking"]]
+    assert costs == sorted(costs)
+    over = [r for r in out["excluded"] if r["status"] == "over power budget"]
+    assert over and all(r["power_judged_w"] > 200 and "200 W budget" in r["reason"] for r in over)
+    assert {r["gpu"] for r in over} == set(out["over_power_budget"])
+    text = run(*base[:-1], "--price-per-kwh", "0.2", "--gpu-price-per-hour", "2.5")
+    assert text.exit_code == 0 and "cost/Mtok" in text.stdout and "kWh/Mtok" in text.stdout
 
 
 def test_recommend_for_an_llm_given_by_config(env):
@@ -241,6 +298,16 @@ def test_recommend_more_gpus_per_replica_lets_a_big_model_fit(env):
     (("recommend", "--llm", LLAMA, "--scenario", "server_high", "--max-itl-ms", "25", "--gpus", "A30,B300"),
      ("unknown GPU 'B300'",)),
     (("recommend", "--llm", LLAMA, "--scenario", "server_high", "--max-itl-ms", "-1"), ("positive",)),
+    (("recommend", "--llm", LLAMA, "--scenario", "offline", "--max-itl-ms", "25", "--pue", "0.8"), ("--pue",)),
+    (("recommend", "--llm", LLAMA, "--scenario", "offline", "--max-itl-ms", "25", "--confidence", "120"),
+     ("--confidence",)),
+    (("recommend", "--llm", LLAMA, "--scenario", "offline", "--max-itl-ms", "25", "--objective", "energy-cost"),
+     ("--price-per-kwh",)),
+    (("recommend", "--llm", LLAMA, "--scenario", "offline", "--max-itl-ms", "25", "--price-per-kwh", "0.2",
+      "--objective", "total-cost"), ("--gpu-price-per-hour",)),
+    (("recommend", "--llm", LLAMA, "--scenario", "offline", "--max-itl-ms", "25", "--price-per-kwh", "-1"),
+     ("--price-per-kwh",)),
+    (("predict", "--gpu", "A30", "--llm", LLAMA, "--scenario", "offline", "--level", "30"), ("--level",)),
 ])
 def test_expected_errors_are_clean(env, args, fragments):
     (env / "x.yaml").write_text("tdp_w: 1\n")

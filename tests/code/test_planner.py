@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 import pytest
 
+from wattgpu.errors import WattgpuError
 from wattgpu.planning import planner
-from wattgpu.planning.planner import LlmSize, MemoryRule, memory_fit, near_target, recommend
+from wattgpu.planning.planner import (
+    Constraints,
+    Costs,
+    LlmSize,
+    MemoryRule,
+    costs_per_million_tokens,
+    level_fraction,
+    memory_fit,
+    near_target,
+    recommend,
+)
 
 # FIXTURE: four made-up GPUs; an 8 B-parameter LLM needs 16 GB of FP16 weights.
 GPUS = pd.DataFrame({"gpu": ["big", "mid", "small", "tiny"], "memory_gb": [80.0, 24.0, 24.0, 16.0]})
@@ -16,8 +30,23 @@ PRED = pd.DataFrame({  # FIXTURE predictions for the GPUs that fit
     "power_w": [300.0, 150.0, 70.0],
     "itl_ms": [6.0, 20.0, 60.0],
     "tokens_per_s": [166.7, 50.0, 16.7],
+    "system_tokens_per_s": [73.0, 75.0, 73.7],
     "energy_per_token_j": [4.1, 2.0, 0.95],
 })
+FIT = memory_fit(GPUS, LLM, 1000, 1)
+
+
+def with_intervals(pred: pd.DataFrame, rel: float = 0.1, **override: list) -> pd.DataFrame:
+    """FIXTURE bounds: every target +-`rel` (energy: power and throughput bounds combined), then `override`s."""
+    out = pred.copy()
+    for t in ("power_w", "itl_ms", "system_tokens_per_s"):
+        out[f"{t}_lo"], out[f"{t}_hi"] = out[t] * (1 - rel), out[t] * (1 + rel)
+    out["energy_per_token_j_lo"] = out["energy_per_token_j"] * (1 - rel) / (1 + rel)
+    out["energy_per_token_j_hi"] = out["energy_per_token_j"] * (1 + rel) / (1 - rel)
+    out["interval"] = ""
+    for k, v in override.items():
+        out[k] = v
+    return out
 
 
 def test_memory_rule_weights_plus_one_request_kv_within_90_percent():
@@ -39,7 +68,7 @@ def test_a_stricter_rule_excludes_more():
 
 
 def test_least_energy_gpu_meeting_the_target_is_picked_and_others_excluded_with_reasons():
-    rec = recommend(PRED, memory_fit(GPUS, LLM, 1000, 1), max_itl_ms=25)
+    rec = recommend(PRED, FIT, Constraints(max_itl_ms=25))
     t = rec.table.set_index("gpu")
     assert rec.pick == "mid"  # "small" uses less energy but misses 25 ms
     assert list(rec.table["gpu"]) == ["mid", "big", "small", "tiny"]
@@ -52,25 +81,25 @@ def test_least_energy_gpu_meeting_the_target_is_picked_and_others_excluded_with_
 
 
 def test_a_looser_target_picks_the_frugal_gpu():
-    rec = recommend(PRED, memory_fit(GPUS, LLM, 1000, 1), max_itl_ms=100)
+    rec = recommend(PRED, FIT, Constraints(max_itl_ms=100))
     assert rec.pick == "small"
     assert list(rec.table["rank"].dropna()) == [1, 2, 3]
 
 
 def test_no_gpu_meets_the_target():
-    rec = recommend(PRED, memory_fit(GPUS, LLM, 1000, 1), max_itl_ms=1)
+    rec = recommend(PRED, FIT, Constraints(max_itl_ms=1))
     assert rec.pick is None and "fastest is big" in rec.summary
     assert set(rec.table["status"]) == {planner.STATUS_SLOW, planner.STATUS_NO_FIT}
 
 
 def test_nothing_fits():
     fit = memory_fit(GPUS.iloc[[3]], LlmSize(70.0, 0.0), 1000, 1)
-    rec = recommend(PRED.iloc[:0], fit, 25)
+    rec = recommend(PRED.iloc[:0], fit, Constraints(25))
     assert rec.pick is None and "hold the model" in rec.summary
 
 
 def test_near_target_flags_close_calls():
-    rec = recommend(PRED, memory_fit(GPUS, LLM, 1000, 1), max_itl_ms=21)
+    rec = recommend(PRED, FIT, Constraints(max_itl_ms=21))
     assert near_target(rec.table, 21, 0.10) == ["mid"]
 
 
@@ -81,18 +110,125 @@ def test_near_target_flags_close_calls():
 ])
 def test_malformed_predictions_are_refused(bad):
     with pytest.raises((KeyError, ValueError)):
-        recommend(bad, memory_fit(GPUS, LLM, 1000, 1), 25)
+        recommend(bad, FIT, Constraints(25))
 
 
 def test_target_must_be_positive():
-    with pytest.raises(ValueError, match="positive"):
-        recommend(PRED, memory_fit(GPUS, LLM, 1000, 1), 0)
+    with pytest.raises(ValueError, match="--max-itl-ms must be positive"):
+        recommend(PRED, FIT, Constraints(0))
 
 
-def test_a_safety_margin_excludes_gpus_just_under_the_target():
-    rec = recommend(PRED, memory_fit(GPUS, LLM, 1000, 1), max_itl_ms=21, margin=0.10)
+# ------------------------------------------------------------------------------------------------ intervals
+
+
+def test_the_upper_itl_bound_decides_and_point_only_gpus_are_reported():
+    # mid: point 20 ms meets 21 ms, but its upper bound 22 ms does not
+    rec = recommend(with_intervals(PRED), FIT, Constraints(max_itl_ms=21, confidence=0.8))
     t = rec.table.set_index("gpu")
-    assert rec.pick == "big" and t.loc["mid", "status"] == planner.STATUS_SLOW
-    assert "safety margin" in t.loc["mid", "reason"]
-    with pytest.raises(ValueError, match="margin"):
-        recommend(PRED, memory_fit(GPUS, LLM, 1000, 1), 21, margin=1.0)
+    assert rec.pick == "big" and t.loc["mid", "status"] == planner.STATUS_POINT_ONLY
+    assert pd.isna(t.loc["mid", "rank"]) and "80 % upper ITL bound 22.0 ms > 21 ms" in t.loc["mid", "reason"]
+    assert t.loc["big", "itl_judged_ms"] == pytest.approx(6.6) and t.loc["big", "reason"] == ""
+    assert rec.gpus(planner.STATUS_POINT_ONLY) == ["mid"] and "only at the point estimate" in rec.summary
+    assert "mid" in rec.summary.split("point estimate")[-1]
+    assert near_target(rec.table, 21, 0.10) == []  # its interval already decided
+
+
+def test_a_tight_interval_lets_the_point_meeting_gpu_through():
+    rec = recommend(with_intervals(PRED, rel=0.04), FIT, Constraints(max_itl_ms=21))
+    assert rec.pick == "mid" and "upper bound 20.8 ms" in rec.summary
+
+
+def test_nan_bounds_fall_back_to_the_point_estimate_and_say_so():
+    pred = with_intervals(PRED, itl_ms_hi=[6.6, np.nan, 66.0], power_w_hi=[330.0, np.nan, 77.0],
+                          interval=["", "abstain: too few calibration rows", ""])
+    rec = recommend(pred, FIT, Constraints(max_itl_ms=21))
+    t = rec.table.set_index("gpu")
+    assert rec.pick == "mid" and t.loc["mid", "itl_judged_ms"] == 20.0
+    assert "no 80 % ITL interval (abstain: too few calibration rows): judged on the point estimate" \
+        in t.loc["mid", "reason"]
+    assert "no interval: point estimate" in rec.summary
+    assert near_target(rec.table, 21, 0.10) == ["mid"]  # judged on the point estimate, close to the target
+    no_columns = recommend(PRED, FIT, Constraints(max_itl_ms=21))  # models from before intervals: no bound columns
+    assert no_columns.pick == "mid" and "the models carry no calibration" in no_columns.table.loc[0, "reason"]
+
+
+def test_a_power_budget_excludes_at_the_upper_power_bound():
+    # big: 300 W point, 330 W upper bound
+    rec = recommend(with_intervals(PRED), FIT, Constraints(max_itl_ms=25, max_power_w=320))
+    t = rec.table.set_index("gpu")
+    assert t.loc["big", "status"] == planner.STATUS_OVER_POWER and "330 W per GPU (80 % upper bound) > 320 W" \
+        in t.loc["big", "reason"]
+    assert rec.pick == "mid" and list(rec.table["rank"].dropna()) == [1]
+    assert rec.gpus(planner.STATUS_OVER_POWER) == ["big"] and "Over the 320 W per GPU power budget: big" in rec.summary
+    assert recommend(with_intervals(PRED), FIT, Constraints(max_itl_ms=25, max_power_w=340)).table.set_index(
+        "gpu").loc["big", "status"] == planner.STATUS_OK
+
+
+def test_a_replica_budget_counts_every_gpu_of_the_replica():
+    fit = memory_fit(GPUS.iloc[:3], LLM, 1000, 2)
+    c = Constraints(max_itl_ms=25, max_power_w=400, power_scope="replica", gpus_per_replica=2)
+    t = recommend(with_intervals(PRED), fit, c).table.set_index("gpu")
+    assert t.loc["mid", "power_judged_w"] == pytest.approx(2 * 165.0) and t.loc["mid", "status"] == planner.STATUS_PICK
+    assert t.loc["big", "status"] == planner.STATUS_OVER_POWER and "per replica" in t.loc["big", "reason"]
+
+
+# ------------------------------------------------------------------------------------------------ energy and costs
+
+
+def test_energy_and_costs_per_million_tokens_with_conservative_bounds():
+    pred = with_intervals(PRED.iloc[[1]])  # mid: 2 J per token, 75 tokens/s
+    out = costs_per_million_tokens(pred, Costs(pue=1.5, price_per_kwh=0.2, gpu_price_per_hour=3.0), 2).iloc[0]
+    kwh = 2.0 * 1e6 / 3.6e6 * 1.5
+    assert out["energy_kwh_per_mtok"] == pytest.approx(kwh)
+    assert out["energy_kwh_per_mtok_hi"] == pytest.approx(kwh * 1.1 / 0.9)
+    assert out["energy_cost_per_mtok"] == pytest.approx(0.2 * kwh)
+    hours = 1e6 / 75.0 / 3600
+    assert out["gpu_cost_per_mtok"] == pytest.approx(2 * 3.0 * hours)
+    assert out["gpu_cost_per_mtok_hi"] == pytest.approx(2 * 3.0 * 1e6 / (75.0 * 0.9) / 3600)  # slowest throughput
+    assert out["total_cost_per_mtok"] == pytest.approx(0.2 * kwh + 2 * 3.0 * hours)
+    assert out["total_cost_per_mtok_lo"] < out["total_cost_per_mtok"] < out["total_cost_per_mtok_hi"]
+    no_price = costs_per_million_tokens(pred, Costs(), 1).iloc[0]
+    assert math.isnan(no_price["energy_cost_per_mtok"]) and math.isnan(no_price["total_cost_per_mtok"])
+
+
+def test_the_objective_changes_the_pick_when_prices_make_it_so():
+    # FIXTURE: "frugal" uses the least energy but is slow, so it needs far more GPU-hours per million tokens
+    pred = pd.DataFrame({"gpu": ["fast", "frugal"], "power_w": [700.0, 100.0], "itl_ms": [5.0, 20.0],
+                         "tokens_per_s": [200.0, 50.0], "system_tokens_per_s": [1000.0, 200.0],
+                         "energy_per_token_j": [0.7, 0.5]})
+    fit = memory_fit(pd.DataFrame({"gpu": ["fast", "frugal"], "memory_gb": [80.0, 48.0]}), LLM, 1000, 1)
+    c = Constraints(max_itl_ms=25)
+    assert recommend(pred, fit, c).pick == "frugal"
+    assert recommend(pred, fit, c, Costs(price_per_kwh=0.3, objective="energy-cost")).pick == "frugal"
+    total = recommend(pred, fit, c, Costs(price_per_kwh=0.3, gpu_price_per_hour=2.0, objective="total-cost"))
+    assert total.pick == "fast" and total.summary.startswith("Pick: fast") and "total cost" in total.summary
+    t = total.table.set_index("gpu")
+    assert t.loc["fast", "total_cost_per_mtok"] < t.loc["frugal", "total_cost_per_mtok"]
+    # a GPU's own hourly price (catalog) beats the flat one
+    own = recommend(pred.assign(gpu_price_per_hour=[20.0, np.nan]), fit, c,
+                    Costs(price_per_kwh=0.3, gpu_price_per_hour=2.0, objective="total-cost"))
+    assert own.pick == "frugal"
+
+
+@pytest.mark.parametrize("make, flag", [
+    (lambda: Costs(pue=0.9), "--pue"),
+    (lambda: Costs(price_per_kwh=-0.1), "--price-per-kwh"),
+    (lambda: Costs(gpu_price_per_hour=-1.0), "--gpu-price-per-hour"),
+    (lambda: Costs(objective="energy-cost"), "--price-per-kwh"),
+    (lambda: Costs(objective="carbon"), "--objective"),
+    (lambda: Constraints(25, confidence=0.3), "--confidence"),
+    (lambda: Constraints(25, confidence=0.995), "--confidence"),
+    (lambda: Constraints(25, max_power_w=-5), "--max-power-w"),
+    (lambda: Constraints(25, power_scope="node"), "--power-budget-scope"),
+    (lambda: level_fraction(120, "--level"), "--level"),
+    (lambda: recommend(PRED, FIT, Constraints(25), Costs(price_per_kwh=0.2, objective="total-cost")),
+     "--gpu-price-per-hour"),
+])
+def test_bad_options_name_their_flag(make, flag):
+    with pytest.raises(WattgpuError, match=flag):
+        make()
+
+
+def test_levels_as_percent_or_fraction():
+    assert level_fraction(80, "--level") == level_fraction(0.8, "--level") == 0.8
+    assert level_fraction(99, "--confidence") == 0.99 and level_fraction(50, "--confidence") == 0.5

@@ -34,6 +34,12 @@ def test_a_minimum_improvement_can_be_required():
     assert not decide(better_by_half, CHAMP, Registry(min_improvement_pp=1.0), "1").promote
 
 
+def test_a_tie_that_adds_prediction_intervals_is_promoted_but_a_worse_one_is_not():
+    tie = decide(Figures("logo", 4.0, 12.0, "aaaa"), CHAMP, RULE, "2", adds_intervals=True)
+    assert tie.promote and tie.verdict == "promoted" and "adds the prediction intervals v2 lacks" in tie.reason
+    assert not decide(Figures("logo", 4.5, 12.0, "aaaa"), CHAMP, RULE, "2", adds_intervals=True).promote
+
+
 def test_no_champion_means_first_champion():
     d = decide(CHAMP, None, RULE, champion_version=None)
     assert d.promote and d.verdict == "first champion"
@@ -123,7 +129,9 @@ def test_register_twice_then_better_promotes_only_the_better(pipeline, power_row
         model.predict(pd.DataFrame(EXAMPLE_REQUESTS))
     assert json.loads(alone.value.serialize_as_json())["field"] == "concurrency"
     out = model.predict(pd.DataFrame(POWER_ONLY_EXAMPLE_REQUESTS))
-    assert list(out.columns) == ["gpu", "llm", "scenario", "concurrency", "power_w"]
+    assert list(out.columns) == ["gpu", "llm", "scenario", "concurrency", "power_w", "power_w_lo", "power_w_hi", "level",
+                                 "interval"]
+    assert out["power_w_lo"].isna().all()  # registered without calibration folds: point predictions only
     assert out["concurrency"].iloc[1] == 8 and out["concurrency"].iloc[0] > 1  # offline: derived from the memory
     assert out["power_w"].between(20, 400).all()  # the H100 NVL's TDP is 400 W; the spec'd card's 350 W
     with pytest.raises(MlflowException) as err:

@@ -97,4 +97,7 @@ def test_cli_report_on_the_real_outputs(pipeline, tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     text = out.read_text()
     assert_self_contained(text)
-    assert text.count("data:image/png;base64,") >= 3
+    assert text.count("data:image/png;base64,") >= 5
+    # the measured interval coverage per regime, with its two plots
+    assert "Prediction intervals: measured coverage" in text and "coverage of the 80 % intervals per held-out GPU" in text
+    assert ">LOLO</td>" in text  # a table row rendered, not markdown text

@@ -27,14 +27,16 @@ BAD = {  # name: (body, the field the answer must name)
     "negative": ({**H100, "scenario": "server_low", "prompt_tokens": -5}, "prompt_tokens"),
     "absurd": ({**SPEC, "gpu_tdp_w": 1e9, "scenario": "offline"}, "gpu_tdp_w"),
     "unknown scenario": ({**H100, "scenario": "batch"}, "scenario"),
+    "interval level out of range": ({**H100, "scenario": "offline", "level": 1.5}, "level"),
 }
 
 
 @pytest.fixture(scope="module")
 def server(pipeline, tmp_path_factory):
-    from wattgpu.config import load_params
+    from wattgpu.config import Regime, load_params
     from wattgpu.evaluation.runner import target_rows
     from wattgpu.modeling.algorithms import best_record, build_estimator
+    from wattgpu.search.nested import inner_folds
     from wattgpu.stages.register import Candidate, catalogs, publish, training_table
 
     tmp = tmp_path_factory.mktemp("serving")
@@ -55,8 +57,9 @@ def server(pipeline, tmp_path_factory):
                                nested_mdape={"offline": 5.0, "server": 15.0})
             cand = Candidate(build_estimator(best, seed=0), "test", "workload", "workload", hp, "logo", 5.0, 15.0,
                              None, False)
+            folds = inner_folds(rows, Regime(kind="logo"), 3, seed=0)  # calibration: GPU groups held out
             publish(target, rows, cand, Registry(), tmp / "models" / target, catalogs(pipeline),
-                    {"offline_batch": 256.0})
+                    {"offline_batch": 256.0}, folds)
         with Server("models:/wattgpu-power@champion", tracking.tracking_uri()) as srv:
             yield srv
     finally:
@@ -75,6 +78,21 @@ def test_a_good_request_gets_200_and_a_plausible_power(server):
     assert 40 <= preds[0]["power_w"] <= 400 * 1.3 and 35 <= preds[1]["power_w"] <= 350 * 1.3
     # offline: the requests an offline run holds; Poisson: solved from the rate with the companion ITL model
     assert preds[0]["concurrency"] >= 1 and 0 < preds[1]["concurrency"] < preds[0]["concurrency"]
+
+
+def test_the_answer_carries_its_interval_and_the_schema_documents_it(server):
+    import mlflow
+
+    r = post(server, [{**H100, "scenario": "offline"}, {**H100, "scenario": "offline", "level": 0.95}])
+    assert r.status_code == 200, r.text
+    at80, at95 = r.json()["predictions"]
+    assert at80["level"] == 0.8 and at95["level"] == 0.95 and at80["interval"] == ""
+    assert 0 < at80["power_w_lo"] < at80["power_w"] < at80["power_w_hi"]
+    assert at95["power_w_lo"] < at80["power_w_lo"] and at95["power_w_hi"] > at80["power_w_hi"]  # wider at 95 %
+    info = mlflow.models.get_model_info("models:/wattgpu-power@champion")
+    outputs = [c.name for c in info.signature.outputs.inputs]
+    assert {"power_w", "power_w_lo", "power_w_hi", "level", "interval"} <= set(outputs)
+    assert "power_w_lo" in info.metadata["response_fields"] and "level" in info.metadata["request_fields"]
 
 
 @pytest.mark.parametrize("case", list(BAD))

@@ -33,6 +33,8 @@ PAPER_POWER_GAP = 0.40  # "an H100 draws over 40 % more power than an A30"
 
 DEFAULT_MODELS = (SELECTION, REPLICA)  # what the registry serves (its nested figure) and the paper's
 PREDICTION_COLUMNS = [*ID_COLUMNS, "target", "model", "y_true", "y_pred"]  # evaluation.runner.prediction_frame
+BAND = "80"  # the interval level the case study shows (the planner's default confidence)
+BAND_COLUMNS = [f"y_lo_{BAND}", f"y_hi_{BAND}"]  # present where the search wrote conformal intervals
 
 
 def load_logo_predictions(root: Path | None = None) -> pd.DataFrame:
@@ -48,9 +50,13 @@ def load_logo_predictions(root: Path | None = None) -> pd.DataFrame:
         if missing:
             print(f"note: {rel} skipped: no column {missing[0]!r}", file=sys.stderr)
             continue
-        frames.append(frame[~frame["model"].isin(BASELINES)][PREDICTION_COLUMNS].assign(origin=rel.as_posix()))
+        for c in BAND_COLUMNS:
+            if c not in frame:
+                frame[c] = np.nan
+        frames.append(frame[~frame["model"].isin(BASELINES)][PREDICTION_COLUMNS + BAND_COLUMNS]
+                      .assign(origin=rel.as_posix()))
     if not frames:
-        return pd.DataFrame(columns=[*PREDICTION_COLUMNS, "origin"])
+        return pd.DataFrame(columns=[*PREDICTION_COLUMNS, *BAND_COLUMNS, "origin"])
     out = pd.concat(frames, ignore_index=True)
     # A model in several files (the replica is scored by both stages on the same LOGO folds): the first file's.
     first = out.groupby("model")["origin"].transform("first")
@@ -85,8 +91,9 @@ def case_table(pred: pd.DataFrame, measurements: pd.DataFrame, llm: str, max_itl
     if d.empty:
         return pd.DataFrame()
     keys = ["source", "config_id", "replicate_id"]
+    bands = [c for c in BAND_COLUMNS if c in d]
     wide = d.pivot_table(index=["model", "scenario_label", "gpu", *keys], columns="target",
-                         values=["y_true", "y_pred"], aggfunc="first", observed=True)
+                         values=["y_true", "y_pred", *bands], aggfunc="first", observed=True, dropna=False)
     wide.columns = [f"{t}_{v}" for v, t in wide.columns]
     load = measurements[[*keys, "request_rate_per_s", "output_tokens_mean", "n_gpus"]].drop_duplicates(keys)
     wide = wide.reset_index().merge(load, on=keys, how="left", validate="many_to_one")
@@ -97,13 +104,20 @@ def case_table(pred: pd.DataFrame, measurements: pd.DataFrame, llm: str, max_itl
         wide[f"energy_y_{kind}"] = physics.energy_per_token_j(power, wide["n_gpus"].to_numpy(dtype=float), tokens_per_s)
     cols = {"power_y_true": "power_measured_w", "power_y_pred": "power_predicted_w",
             "itl_y_true": "itl_measured_ms", "itl_y_pred": "itl_predicted_ms",
-            "energy_y_true": "energy_measured_j", "energy_y_pred": "energy_predicted_j"}
+            "energy_y_true": "energy_measured_j", "energy_y_pred": "energy_predicted_j",
+            f"power_y_lo_{BAND}": "power_lo_w", f"power_y_hi_{BAND}": "power_hi_w",
+            f"itl_y_lo_{BAND}": "itl_lo_ms", f"itl_y_hi_{BAND}": "itl_hi_ms"}
     present = [c for c in cols if c in wide.columns]
     out = (wide.groupby(["model", "scenario_label", "gpu"], observed=True)[present].mean().rename(columns=cols).reset_index()
            .rename(columns={"scenario_label": "scenario"}))
-    for c in ("itl_measured_ms", "itl_predicted_ms"):
+    for c in ("itl_measured_ms", "itl_predicted_ms", "itl_lo_ms", "itl_hi_ms"):
         if c in out:
             out[c] *= 1e3  # s -> ms
+    for t, unit in (("power", "w"), ("itl", "ms")):
+        # whether the measured mean falls inside the predicted 80 % band (None: the model gives no band)
+        if f"{t}_lo_{unit}" in out:
+            lo, hi, m = out[f"{t}_lo_{unit}"], out[f"{t}_hi_{unit}"], out[f"{t}_measured_{unit}"]
+            out[f"{t}_inside_band"] = ((m >= lo) & (m <= hi)).astype(object).where(lo.notna() & hi.notna(), None)
     for t in ("power", "itl"):
         if f"{t}_measured_{'w' if t == 'power' else 'ms'}" in out:
             unit = "w" if t == "power" else "ms"

@@ -3,7 +3,7 @@
 - group_kfold: k folds; all rows of a (GPU, LLM) pair (every replicate and scenario) stay on one side.
 - row_kfold:   the paper notebook's plain shuffled KFold over rows (replicates leak across folds).
 - logo:        leave one GPU out.
-- lolo:        leave one LLM out.
+- lolo:        leave one LLM out (with `groups`: one of that many seeded groups of LLMs at a time).
 - lopo:        leave one (GPU, LLM) pair out, after removing every row of that GPU *and* of that LLM
                from training: a new GPU and a new model at once.
 - loso:        leave one source (lab) out: train on the other labs' measurements, test on one lab's (its engine,
@@ -36,6 +36,19 @@ def _leave_one_out(keys: pd.Series) -> Iterator[Fold]:
         yield Fold(str(key), np.flatnonzero(values != key), test)
 
 
+def _leave_group_out(keys: pd.Series, n_groups: int, seed: int) -> Iterator[Fold]:
+    """The distinct keys shuffled (seeded) into `n_groups` groups; each group held out once (named by its first key
+    and how many it holds)."""
+    values = keys.to_numpy()
+    unique = np.array(sorted(pd.unique(values)), dtype=object)
+    order = np.random.default_rng(seed).permutation(len(unique))
+    for part in np.array_split(order, min(n_groups, len(unique))):
+        group = unique[np.sort(part)]
+        test = np.isin(values, group)
+        yield Fold(f"{group[0]} (+{len(group) - 1})" if len(group) > 1 else str(group[0]),
+                   np.flatnonzero(~test), np.flatnonzero(test))
+
+
 def folds(rows: pd.DataFrame, regime: Regime, seed: int = 42) -> list[Fold]:
     """Folds of `rows` (which need `gpu` and `llm` columns) under `regime`."""
     n = len(rows)
@@ -49,6 +62,8 @@ def folds(rows: pd.DataFrame, regime: Regime, seed: int = 42) -> list[Fold]:
     if regime.kind == "logo":
         return list(_leave_one_out(rows["gpu"]))
     if regime.kind == "lolo":
+        if regime.groups is not None:
+            return list(_leave_group_out(rows["llm"], regime.groups, seed))
         return list(_leave_one_out(rows["llm"]))
     if regime.kind == "loso":
         return list(_leave_one_out(rows["lab"]))

@@ -78,3 +78,14 @@ def source_metrics(src: pd.DataFrame, model: str = SELECTION) -> dict:
     for _, r in src[src["model"] == model].iterrows():
         out.setdefault(r["target"], {}).setdefault(r["regime"], {})[r["source"]] = round(float(r["mdape"]), 3)
     return out
+
+
+def interval_metrics(results: dict[str, dict]) -> dict:
+    """{regime: {target: {group: {level %: {coverage, median_rel_width, abstained, n_rows}}}}}: the nested selection's
+    conformal intervals on the outer-test rows of every regime (a DVC metric)."""
+    out: dict = {}
+    for regime, r in results.items():
+        for target, models in r.get("intervals", {}).items():
+            if SELECTION in models:
+                out.setdefault(regime, {})[target] = models[SELECTION]
+    return out

@@ -12,6 +12,7 @@ from wattgpu.config import Regime
 from wattgpu.evaluation import metrics
 from wattgpu.evaluation.cv import check_disjoint, folds
 from wattgpu.features import attach_specs, engineer
+from wattgpu.modeling import intervals
 from wattgpu.modeling.targets import TARGETS
 
 
@@ -62,3 +63,43 @@ def metrics_table(predictions: pd.DataFrame) -> dict:
     for (target, model), g in predictions.groupby(["target", "model"], sort=True):
         out.setdefault(target, {})[model] = metrics.by_scenario(g)
     return out
+
+
+def interval_table(predictions: pd.DataFrame) -> dict:
+    """{target: {model: {group: {level %: coverage summary}}}} for the models with intervals (y_lo_<level> columns),
+    per scoring group (the paper's offline / server and each other source), per source and over all rows."""
+    out: dict = {}
+    levels = [lv for lv in intervals.LEVELS if f"y_lo_{intervals.level_key(lv)}" in predictions]
+    if not levels:
+        return out
+    for (target, model), g in predictions.groupby(["target", "model"], sort=True):
+        first = f"y_lo_{intervals.level_key(levels[0])}"
+        if g[first].isna().all():
+            continue
+        labels = metrics.score_groups(g)
+        groups = {str(k): labels == k for k in np.unique(labels)}
+        if g["source"].nunique() > 1:
+            groups.update({f"source:{s}": (g["source"] == s).to_numpy() for s in sorted(g["source"].unique())})
+        groups["all"] = np.ones(len(g), dtype=bool)
+        out.setdefault(target, {})[model] = {
+            name: {intervals.level_key(lv): intervals.coverage_summary(
+                g["y_true"][m], g[f"y_lo_{intervals.level_key(lv)}"][m], g[f"y_hi_{intervals.level_key(lv)}"][m],
+                g["y_pred"][m]) for lv in levels}
+            for name, m in groups.items()}
+    return out
+
+
+def interval_by_gpu(predictions: pd.DataFrame, model: str) -> pd.DataFrame:
+    """Coverage per (target, GPU, scoring group, level) of one model's intervals: the per-GPU plot's table."""
+    parts = []
+    g = predictions[predictions["model"] == model]
+    for lv in intervals.LEVELS:
+        key = intervals.level_key(lv)
+        if f"y_lo_{key}" not in g or g[f"y_lo_{key}"].isna().all():
+            continue
+        frame = g.assign(group=metrics.score_groups(g))
+        for (target, gpu, group), sub in frame.groupby(["target", "gpu", "group"], sort=True):
+            parts.append({"target": target, "gpu": gpu, "group": group, "level": key,
+                          **intervals.coverage_summary(sub["y_true"], sub[f"y_lo_{key}"], sub[f"y_hi_{key}"],
+                                                       sub["y_pred"])})
+    return pd.DataFrame(parts)

@@ -57,6 +57,19 @@ def narrowest(ranges: Iterable[Mapping[str, list[float]]]) -> dict[str, list[flo
     return out
 
 
+def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list[float]],
+                 columns: Iterable[str] = tuple(COLUMNS)) -> np.ndarray:
+    """Per row, whether any column's value lies outside its range (`outside`, for a frame; NaN is inside)."""
+    mask = np.zeros(len(rows), dtype=bool)
+    for col in columns:
+        if col in ranges and col in rows:
+            v = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
+            lo, hi = ranges[col]
+            with np.errstate(invalid="ignore"):
+                mask |= np.isfinite(v) & ((v < lo) | (v > hi))
+    return mask
+
+
 def outside(row: Mapping[str, float], ranges: Mapping[str, list[float]],
             columns: Iterable[str] = tuple(COLUMNS)) -> list[str]:
     """One phrase per column whose value lies outside its training range, e.g. 'TDP (W) 1000 > 700 measured'."""

@@ -12,11 +12,14 @@ import pandas as pd
 
 from wattgpu import physics
 from wattgpu.features import engineer
+from wattgpu.modeling import coverage, intervals
 from wattgpu.request import RequestError, validate
 from wattgpu.workload import vllm_default_max_num_seqs
 
 OUTPUT_COLUMNS = ("power_w", "itl_s", "itl_ms", "tokens_per_s", "system_tokens_per_s", "energy_per_token_j",
                   "concurrency", "overloaded")
+BOUNDED = ("power_w", "itl_s", "itl_ms", "system_tokens_per_s", "energy_per_token_j")  # each gets _lo and _hi
+INTERVAL_COLUMNS = ("level", *(f"{c}_{end}" for c in BOUNDED for end in ("lo", "hi")), "interval")
 FIXED_POINT_STEPS = 40  # iterations of requests-in-flight = rate x output tokens x ITL(requests in flight)
 
 
@@ -53,6 +56,8 @@ class Predictor:
     offline_batch: float
     versions: dict[str, str] = field(default_factory=dict)
     idle_power_w: Mapping[str, float] = field(default_factory=dict)
+    calibration: dict[str, intervals.Calibration] = field(default_factory=dict)  # target -> conformal scores
+    training_ranges: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # target -> its rows' ranges
 
     def validate(self, requests) -> pd.DataFrame:
         """Canonical rows (request.validate) against the models' catalogs; raises RequestError naming row and field."""
@@ -103,10 +108,49 @@ class Predictor:
         power = np.asarray(self.models["power"].predict(rows), dtype=float) if "power" in self.models else nan
         itl = np.asarray(self.models["itl"].predict(rows), dtype=float) if "itl" in self.models else nan
         out = derived_outputs(rows, power, itl)
+        out = pd.concat([out, self.intervals(rows, out)], axis=1)
         out.insert(0, "gpu", rows["gpu"].to_numpy())
         out.insert(1, "llm", rows["llm"].to_numpy())
         out.insert(2, "scenario", rows["scenario_label"].to_numpy())
         return out
+
+    def intervals(self, rows: pd.DataFrame, point: pd.DataFrame) -> pd.DataFrame:
+        """INTERVAL_COLUMNS for featured rows at each row's `level` (modeling.intervals): power and ITL from their
+        conformal scores; throughput from the ITL bounds through the requests in flight (a Poisson load below the
+        engine's cap serves its arrivals whatever the ITL: no band); energy per token combines the power and
+        throughput bounds (conservative: both at their worst). NaN bounds: no calibration, or the model abstains."""
+        n = len(rows)
+        level = (rows["level"] if "level" in rows else pd.Series(intervals.DEFAULT_LEVEL, index=rows.index))
+        level = level.to_numpy(dtype=float)
+        group = intervals.workload_group(rows)
+        out = {"level": level}
+        notes = [[] for _ in range(n)]
+        for target, column in (("power", "power_w"), ("itl", "itl_s")):
+            lo, hi = np.full(n, np.nan), np.full(n, np.nan)
+            cal = self.calibration.get(target)
+            if cal is not None and target in self.models:
+                extrap = coverage.outside_mask(rows, self.training_ranges.get(target, {}))
+                for lv in np.unique(level):
+                    at = level == lv
+                    lo[at], hi[at] = intervals.bounds(cal, point[column].to_numpy(float)[at], group[at], extrap[at], lv)
+                for i in np.flatnonzero(extrap):
+                    notes[i].append(f"{target} wider: extrapolating")
+                for i in np.flatnonzero(~np.isfinite(lo) & np.isfinite(point[column].to_numpy(float))):
+                    notes[i].append(f"{target} abstains: too few calibration rows this far out for a "
+                                    f"{intervals.level_key(level[i])} % interval")
+            out[f"{column}_lo"], out[f"{column}_hi"] = lo, hi
+        out["itl_ms_lo"], out["itl_ms_hi"] = out["itl_s_lo"] * 1e3, out["itl_s_hi"] * 1e3
+        concurrency = point["concurrency"].to_numpy(float)
+        arrivals = rows["request_rate_per_s"].notna().to_numpy() & ~point["overloaded"].to_numpy(bool)
+        tps = point["system_tokens_per_s"].to_numpy(float)
+        out["system_tokens_per_s_lo"] = np.where(arrivals, tps, concurrency / out["itl_s_hi"])
+        out["system_tokens_per_s_hi"] = np.where(arrivals, tps, concurrency / out["itl_s_lo"])
+        gpus = rows["n_gpus"].to_numpy(float)
+        out["energy_per_token_j_lo"] = physics.energy_per_token_j(out["power_w_lo"], gpus, out["system_tokens_per_s_hi"])
+        out["energy_per_token_j_hi"] = physics.energy_per_token_j(out["power_w_hi"], gpus, out["system_tokens_per_s_lo"])
+        frame = pd.DataFrame(out)
+        frame["interval"] = ["; ".join(sorted(set(n_))) for n_ in notes]
+        return frame[list(INTERVAL_COLUMNS)]
 
     def predict(self, requests) -> pd.DataFrame:
         return self.predict_rows(self.validate(requests))

@@ -7,6 +7,8 @@ Layout of a model folder:
     meta.json          target, algorithm, feature set, hyperparameters, training rows, evaluation figures,
                        offline_batch (the offline batch the features were built with; absent: workload.OFFLINE_MAX_NUM_SEQS)
     gpu_idle_power.json  optional: catalog GPU key -> measured idle W (only the paper replica's power model uses it)
+    calibration.json   optional: conformal calibration scores (modeling.intervals.Calibration); without it the
+                       model gives point predictions only
 """
 
 from __future__ import annotations
@@ -20,16 +22,18 @@ import joblib
 
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
+from wattgpu.modeling.intervals import Calibration
 from wattgpu.modeling.predictor import Predictor
 from wattgpu.workload import OFFLINE_MAX_NUM_SEQS
 
 ESTIMATOR, GPUS, LLMS, META = "estimator.joblib", "gpus.yaml", "llm_catalog.csv", "meta.json"
 TARGET_DIRS = ("power", "itl")  # one model folder per target
 IDLE_POWER = "gpu_idle_power.json"
+CALIBRATION = "calibration.json"
 
 
 def save_model_dir(path: Path, estimator, gpus_file: Path, llms_file: Path, meta: dict,
-                   idle_power_w: Mapping[str, float] | None = None) -> Path:
+                   idle_power_w: Mapping[str, float] | None = None, calibration: Calibration | None = None) -> Path:
     """Write a model folder (replacing any previous one at `path`)."""
     path = Path(path)
     if path.exists():
@@ -41,7 +45,14 @@ def save_model_dir(path: Path, estimator, gpus_file: Path, llms_file: Path, meta
     (path / META).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
     if idle_power_w:
         (path / IDLE_POWER).write_text(json.dumps(dict(idle_power_w), indent=2, sort_keys=True) + "\n")
+    if calibration is not None:
+        (path / CALIBRATION).write_text(json.dumps(calibration.to_json()) + "\n")
     return path
+
+
+def load_calibration(path: Path) -> Calibration | None:
+    file = Path(path) / CALIBRATION
+    return Calibration.from_json(json.loads(file.read_text())) if file.exists() else None
 
 
 def load_model_dir(path: Path):
@@ -71,12 +82,15 @@ def load_idle_power(path: Path) -> dict[str, float]:
 def load_predictor(power_dir: Path | None, itl_dir: Path | None) -> Predictor:
     """A Predictor from model folders (either may be None); catalogs come from the first folder given."""
     models, versions, gpus, llms, idle, offline_batch = {}, {}, None, None, {}, None
+    calibration, ranges = {}, {}
     for target, folder in (("power", power_dir), ("itl", itl_dir)):
         if folder is None:
             continue
         est, meta, g, l = load_model_dir(folder)
         models[target] = est
         versions[target] = str(meta.get("version", meta.get("algorithm", "?")))
+        if (cal := load_calibration(folder)) is not None:
+            calibration[target], ranges[target] = cal, meta.get("training_ranges", {})
         gpus, llms = gpus or g, llms or l
         idle = {**load_idle_power(folder), **idle}
         batch = meta.get("offline_batch")
@@ -86,4 +100,4 @@ def load_predictor(power_dir: Path | None, itl_dir: Path | None) -> Predictor:
     if not models:
         raise ValueError("no model folder given")
     return Predictor(models, gpus, llms, offline_batch=offline_batch or float(OFFLINE_MAX_NUM_SEQS), versions=versions,
-                     idle_power_w=idle)
+                     idle_power_w=idle, calibration=calibration, training_ranges=ranges)

@@ -6,7 +6,9 @@ models' catalogs) -> predict through the cache -> derived outputs -> extrapolati
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +24,20 @@ from wattgpu.planning.models import ModelSet
 from wattgpu.request import validate
 
 
+def interval_bounds(row: dict[str, Any], level: float) -> dict[str, Any]:
+    """The level and the bounds of one prediction row (NaN for a bound it lacks: models without calibration), and
+    its note."""
+    bounds = {k: math.nan if row.get(k) is None else float(row[k])
+              for k in planner.BOUND_COLUMNS if not k.startswith("itl_s_")}
+    return {"level": level, **bounds, "note": str(row.get("interval") or "")}
+
+
 @dataclass
 class PredictAnswer:
     request: dict[str, Any]
     workload: dict[str, Any]  # with the defaults applied
-    prediction: dict[str, Any]
+    prediction: dict[str, Any]  # with the bounds at the first level
+    intervals: list[dict[str, Any]]  # per level asked: level, bounds, note (interval_bounds)
     gpu_origin: str
     llm_origin: str
     memory: str
@@ -60,22 +71,30 @@ def memory_rule(wf: dict[str, Any]) -> planner.MemoryRule:
 
 
 def predict_one(models: ModelSet, gpu: resolve.Resolved, llm: resolve.Resolved, w: dict[str, Any],
-                use_cache: bool = True) -> PredictAnswer:
-    """One GPU, one LLM, one workload."""
-    req = {**gpu.fields, **llm.fields, **w}
-    rows = validate([req], models.gpus, models.llms)
+                levels: Sequence[float] = planner.DEFAULT_LEVELS, use_cache: bool = True) -> PredictAnswer:
+    """One GPU, one LLM, one workload; the prediction intervals at each of `levels` (fractions; one prediction per
+    level, each cached under its own request)."""
+    levels = list(dict.fromkeys(levels)) or list(planner.DEFAULT_LEVELS)
+    base = {**gpu.fields, **llm.fields, **w}
+    reqs = [{**base, "level": lv} for lv in levels]
+    rows = validate(reqs, models.gpus, models.llms)
     cache = PredictionCache(models.folder, use_cache)
-    row = cache.predict([req], rows, extra=workload.preset_variants(req))[0]
+    preds = cache.predict(reqs, rows, extra=[v for r in reqs for v in workload.preset_variants(r)])
+    bands = [interval_bounds(row, lv) for row, lv in zip(preds, levels)]
+    first = {k: v for k, v in bands[0].items() if k != "note"}
+    prediction = {**preds[0], **first}
     ranges = models.training_ranges
-    values = {**coverage.request_values(rows.iloc[0]), "concurrency": row.get("concurrency", float("nan"))}
-    return PredictAnswer(req, workload.filled(w), row, gpu.origin, llm.origin, memory_line(gpu, llm, w),
-                         coverage.outside(values, ranges) if ranges else None, models.versions)
+    values = {**coverage.request_values(rows.iloc[0]), "concurrency": preds[0].get("concurrency", float("nan"))}
+    return PredictAnswer(reqs[0], workload.filled(w), prediction, bands, gpu.origin, llm.origin,
+                         memory_line(gpu, llm, w), coverage.outside(values, ranges) if ranges else None,
+                         models.versions)
 
 
 def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int], None] | None = None,
                   chunk: int = 1024) -> pd.DataFrame:
     """The input rows with resolved names, predictions, extrapolation notes and model versions appended. Every
-    row is validated before any model is loaded; an error names its row and field."""
+    row is validated before any model is loaded; an error names its row and field. A `level` column sets each
+    row's interval level (default 0.8); the bound columns are NaN where the models give no interval."""
     from wattgpu.modeling.store import load_predictor
 
     records = resolve.known_to_models(frame.to_dict("records"), models.gpus, models.llms)
@@ -86,7 +105,7 @@ def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int
         parts.append(predictor.predict_rows(rows.iloc[start:start + chunk]))
         if progress:
             progress(len(parts[-1]))
-    pred = pd.concat(parts, ignore_index=True)
+    pred = planner.with_bounds(pd.concat(parts, ignore_index=True))
     out = frame.copy()
     out["resolved_gpu"], out["resolved_llm"] = pred["gpu"].to_numpy(), pred["llm"].to_numpy()
     for c in pred.columns.drop(["gpu", "llm", "scenario"]):
@@ -96,6 +115,16 @@ def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int
     for t, v in models.versions.items():
         out[f"model_{t}"] = v
     return out
+
+
+def check_batch_options(input_csv, output_csv, named: tuple, levels) -> None:
+    """Batch mode (`predict --input/--output`) reads GPU, LLM, scenario and level from the CSV's columns."""
+    if input_csv is None or output_csv is None:
+        raise WattgpuError("batch mode needs both --input rows.csv and --output preds.csv")
+    if any(v is not None for v in named):
+        raise WattgpuError("--input takes GPU, LLM and scenario from its columns; drop --gpu/--llm/--scenario")
+    if levels:
+        raise WattgpuError("--input takes each row's interval level from a `level` column (default 0.8); drop --level")
 
 
 def predict_csv(models: ModelSet, input_csv: Path, output_csv: Path,
@@ -117,21 +146,19 @@ class RecommendAnswer:
     llm_origin: str
     workload: dict[str, Any]  # as given (`workload.describe` fills the defaults)
     recommendation: planner.Recommendation
-    near_target: list[str]
+    near_target: list[str]  # judged on the point estimate (no ITL interval) and within the ITL model's error
     itl_error: float
     extrapolation_shared: list[str]  # workload and LLM outside the training ranges (every GPU)
     extrapolation_gpus: dict[str, list[str]]  # GPU -> its specs outside the training ranges
     models: dict[str, str]
 
 
-def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], max_itl_ms: float,
-              gpu_names: list[str] | None = None, margin: float = 0.0, use_cache: bool = True) -> RecommendAnswer:
-    """Every GPU named (default: the project's catalog) that can hold the LLM, ranked by predicted energy per
-    token among those meeting `max_itl_ms` (planner.recommend)."""
-    if not max_itl_ms > 0:
-        raise WattgpuError(f"--max-itl-ms must be positive, got {max_itl_ms:g}")
-    if not 0 <= margin < 1:
-        raise WattgpuError(f"--itl-margin-pct must be in [0, 100), got {100 * margin:g}")
+def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], constraints: planner.Constraints,
+              gpu_names: list[str] | None = None, costs: planner.Costs = planner.Costs(),
+              use_cache: bool = True) -> RecommendAnswer:
+    """Every GPU named (default: the project's catalog) that can hold the LLM, ranked by `costs.objective` among
+    those meeting `constraints` at its confidence level (planner.recommend). A catalog entry's `price_per_hour`,
+    where the catalog has one, prices that GPU; `costs.gpu_price_per_hour` the others."""
     project = resolve.project_gpus()
     names = gpu_names if gpu_names is not None else project.keys
     if not names:
@@ -142,15 +169,19 @@ def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], max_it
                              planner.LlmSize(llm.spec.total_params_b, llm.spec.kv_cache_bytes_per_token()),
                              wf["prompt_tokens"] + wf["output_tokens"], int(wf["n_gpus"]), memory_rule(wf))
     labels = [k for k, ok in zip(keys, fit["fits"]) if ok]
-    requests = [{**resolve.resolve_gpu(k, models.gpus, project).fields, **llm.fields, **w} for k in labels]
+    constraints = dataclasses.replace(constraints, gpus_per_replica=int(wf["n_gpus"]))
+    requests = [{**resolve.resolve_gpu(k, models.gpus, project).fields, **llm.fields, **w,
+                 "level": constraints.confidence} for k in labels]
     # A bad workload fails here, before any model is loaded; the rows also tell what lies outside the training data.
     rows = validate(requests, models.gpus, models.llms) if requests else None
     preds = []
     if requests:
         extra = [v for r in requests for v in workload.preset_variants(r)]
         preds = PredictionCache(models.folder, use_cache).predict(requests, rows, extra=extra)
-    pred = pd.DataFrame(preds, columns=["gpu", *planner.PREDICTION_COLUMNS[1:]]).assign(gpu=labels)
-    rec = planner.recommend(pred, fit, max_itl_ms, margin)
+    prices = [getattr(project.get(k), "price_per_hour", None) for k in labels]  # absent from today's catalog schema
+    pred = pd.DataFrame(preds, columns=[*planner.PREDICTION_COLUMNS[1:], *planner.BOUND_COLUMNS, "interval"]).assign(
+        gpu=labels, gpu_price_per_hour=pd.array([math.nan if p is None else p for p in prices], dtype=float))
+    rec = planner.recommend(pred, fit, constraints, costs)
     ranges = models.training_ranges  # {} for folders without ranges: no notes
     gpu_notes, shared = {}, []
     if rows is not None:
@@ -158,16 +189,18 @@ def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], max_it
                      if (ns := coverage.outside(r, ranges, coverage.GPU_COLUMNS))}
         others = tuple(c for c in coverage.COLUMNS if c not in coverage.GPU_COLUMNS)
         shared = coverage.outside(coverage.request_values(rows.iloc[0]), ranges, others)
-    return RecommendAnswer(llm.spec.key, llm.origin, w, rec, planner.near_target(rec.table, max_itl_ms, models.itl_error),
-                           models.itl_error, shared, gpu_notes, models.versions)
+    near = planner.near_target(rec.table, constraints.max_itl_ms, models.itl_error)
+    return RecommendAnswer(llm.spec.key, llm.origin, w, rec, near, models.itl_error, shared, gpu_notes,
+                           models.versions)
 
 
 def precompute(models: ModelSet, progress: Callable[[int], None] | None = None) -> tuple[int, int, Path]:
-    """Predict every project GPU x model LLM x preset (default workload) once per model version:
-    (grid size, newly predicted, cache file)."""
+    """Predict every project GPU x model LLM x preset (default workload) x default interval level once per model
+    version: (grid size, newly predicted, cache file)."""
     project = resolve.project_gpus()
     gpus = [resolve.resolve_gpu(k, models.gpus, project).fields for k in project.keys]
-    grid = [{**g, "llm": llm, "scenario": s} for g in gpus for llm in models.llms.keys for s in workload.PRESETS]
+    grid = [{**g, "llm": llm, "scenario": s, "level": lv} for g in gpus for llm in models.llms.keys
+            for s in workload.PRESETS for lv in planner.DEFAULT_LEVELS]
     cache = PredictionCache(models.folder)
     todo = cache.missing(grid)
     if todo:

@@ -4,6 +4,7 @@ reports computed; computes nothing."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pandas as pd
@@ -21,12 +22,36 @@ def console(min_width: int = 150) -> Console:
 
 
 def to_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, default=str)
+    return json.dumps(_null_nan(obj), indent=2, default=str)
+
+
+def _null_nan(obj: Any) -> Any:
+    """NaN (no bound, no value) as JSON null: strict JSON has no NaN."""
+    if isinstance(obj, dict):
+        return {k: _null_nan(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_null_nan(v) for v in obj]
+    return None if isinstance(obj, float) and math.isnan(obj) else obj
+
+
+def _pct(level: float) -> str:
+    return f"{100 * level:g} %"
 
 
 def predict_json(a: PredictAnswer) -> str:
-    return to_json({"request": a.request, "workload": a.workload, "prediction": a.prediction, "memory": a.memory,
-                    "extrapolation": a.extrapolation, "models": a.models})
+    intervals = [{k: v for k, v in band.items() if k != "note"} for band in a.intervals]
+    note = "; ".join(dict.fromkeys(f"{_pct(b['level'])}: {b['note']}" if len(a.intervals) > 1 else b["note"]
+                                   for b in a.intervals if b["note"]))
+    return to_json({"request": a.request, "workload": a.workload, "prediction": a.prediction, "intervals": intervals,
+                    "interval_note": note, "memory": a.memory, "extrapolation": a.extrapolation, "models": a.models})
+
+
+def _band(a: PredictAnswer, key: str, spec: str, unit: str, caveat: str = "") -> str:
+    """"  (80 %: lo-hi unit; 90 %: ...)" for the levels with a band; "" when none has one (NaN bounds, or bounds
+    that coincide: a Poisson load's throughput is its arrival rate whatever the ITL)."""
+    parts = [f"{_pct(b['level'])}: {format(b[key + '_lo'], spec)}-{format(b[key + '_hi'], spec)}{unit}"
+             for b in a.intervals if b[key + "_lo"] < b[key + "_hi"]]
+    return f"  ({'; '.join(parts)}{caveat})" if parts else ""
 
 
 def predict_text(a: PredictAnswer) -> str:
@@ -38,12 +63,16 @@ def predict_text(a: PredictAnswer) -> str:
         ("GPU", f"{row['gpu']}  ({a.gpu_origin})"),
         ("LLM", f"{row['llm']}  ({a.llm_origin})"),
         ("workload", workload.describe(a.workload, row.get("concurrency"))),
-        ("power", f"{row['power_w']:.1f} W per GPU"),
-        ("ITL", f"{row['itl_ms']:.2f} ms per request  ({row['tokens_per_s']:.1f} tokens/s per request stream)"),
+        ("power", f"{row['power_w']:.1f} W per GPU" + _band(a, "power_w", ".0f", " W")),
+        ("ITL", f"{row['itl_ms']:.2f} ms per request  ({row['tokens_per_s']:.1f} tokens/s per request stream)"
+         + _band(a, "itl_ms", ".1f", " ms")),
         ("throughput", f"{row['system_tokens_per_s']:.1f} tokens/s in all (requests in flight / ITL)"
+         + _band(a, "system_tokens_per_s", ".1f", " tokens/s")
          + ("  OVERLOADED: the arrivals outpace the replica; requests queue at the engine's cap"
             if row.get("overloaded") else "")),
-        ("energy", f"{row['energy_per_token_j']:.3g} J per generated token"),
+        ("energy", f"{row['energy_per_token_j']:.3g} J per generated token"
+         + _band(a, "energy_per_token_j", ".3g", " J", "; conservative: the power and throughput bounds combined")),
+        ("interval", _interval_line(a)),
         ("memory", a.memory),
         ("coverage", coverage),
         ("models", ", ".join(f"{k}: {v}" for k, v in a.models.items())),
@@ -51,17 +80,32 @@ def predict_text(a: PredictAnswer) -> str:
     return "\n".join(f"{k:<11} {v}" for k, v in lines if v)
 
 
-def recommend_json(a: RecommendAnswer, margin_pct: float) -> str:
-    rec = a.recommendation
+def _interval_line(a: PredictAnswer) -> str:
+    """The models' interval notes ("wider: ...", "abstain: ..."), or why there is no interval at all."""
+    notes = list(dict.fromkeys(f"{_pct(b['level'])}: {b['note']}" if len(a.intervals) > 1 else b["note"]
+                               for b in a.intervals if b["note"]))
+    if notes:
+        return "; ".join(notes)
+    bounded = any(not math.isnan(b[f"{t}_{side}"]) for b in a.intervals for t in ("power_w", "itl_ms")
+                  for side in ("lo", "hi"))
+    return "" if bounded else "none for power and ITL: these models carry no interval calibration"
+
+
+def recommend_json(a: RecommendAnswer) -> str:
+    rec, c, k = a.recommendation, a.recommendation.constraints, a.recommendation.costs
     records = rec.table.astype(object).where(rec.table.notna(), None).to_dict("records")
-    chosen = (planner.STATUS_PICK, planner.STATUS_OK)
     return to_json({
         "llm": a.llm, "llm_origin": a.llm_origin, "workload": workload.filled(a.workload), "max_itl_ms": rec.max_itl_ms,
-        "itl_margin_pct": margin_pct, "memory_rule": memory_rule(workload.filled(a.workload)).describe(), "models": a.models, "pick": rec.pick,
-        "summary": rec.summary, "near_target": a.near_target, "itl_error_pct": round(100 * a.itl_error, 1),
+        "confidence_pct": round(100 * c.confidence, 4), "max_power_w": c.max_power_w,
+        "power_budget_scope": c.power_scope, "objective": k.objective, "pue": k.pue,
+        "price_per_kwh": k.price_per_kwh, "gpu_price_per_hour": k.gpu_price_per_hour,
+        "memory_rule": memory_rule(workload.filled(a.workload)).describe(), "models": a.models, "pick": rec.pick,
+        "summary": rec.summary, "meets_only_at_point_estimate": rec.gpus(planner.STATUS_POINT_ONLY),
+        "over_power_budget": rec.gpus(planner.STATUS_OVER_POWER),
+        "near_target": a.near_target, "itl_error_pct": round(100 * a.itl_error, 1),
         "extrapolation": {"workload_and_llm": a.extrapolation_shared, "gpus": a.extrapolation_gpus},
-        "ranking": [r for r in records if r["status"] in chosen],
-        "excluded": [r for r in records if r["status"] not in chosen],
+        "ranking": [r for r in records if r["status"] in planner.CHOSEN],
+        "excluded": [r for r in records if r["status"] not in planner.CHOSEN],
     })
 
 
@@ -69,36 +113,56 @@ def _num(v, spec: str) -> str:
     return "" if pd.isna(v) else format(v, spec)
 
 
+def _ranged(r: pd.Series, col: str, spec: str) -> str:
+    """"value (lo-hi)", the interval left out where it is NaN."""
+    band = "" if pd.isna(r[f"{col}_lo"]) or pd.isna(r[f"{col}_hi"]) else \
+        f" ({format(r[f'{col}_lo'], spec)}-{format(r[f'{col}_hi'], spec)})"
+    return _num(r[col], spec) + band if pd.notna(r[col]) else ""
+
+
 def print_recommendation(a: RecommendAnswer) -> None:
-    rec = a.recommendation
-    margin = f" with a {100 * rec.margin:g} % safety margin" if rec.margin else ""
-    table = Table(title=f"{a.llm} | {workload.describe(a.workload)} | ITL target {rec.max_itl_ms:g} ms{margin}",
-                  title_justify="left")
-    for col, just in (("#", "right"), ("GPU", "left"), ("status", "left"), ("J/token", "right"), ("W/GPU", "right"),
-                      ("ITL ms", "right"), ("margin", "right"), ("tok/s", "right"), ("GB need/usable", "right"),
-                      ("reason", "left")):
-        table.add_column(col, justify=just, overflow="fold")
-    styles = {planner.STATUS_PICK: "bold green", planner.STATUS_OK: "", planner.STATUS_SLOW: "yellow",
-              planner.STATUS_NO_FIT: "dim"}
+    rec, c, k = a.recommendation, a.recommendation.constraints, a.recommendation.costs
+    lvl = f"{100 * c.confidence:g} %"
+    budget = f" | power budget {c.budget_phrase()}" if c.max_power_w is not None else ""
+    pue = f" | PUE {k.pue:g}" if k.pue != 1 else ""
+    table = Table(title=f"{a.llm} | {workload.describe(a.workload)} | ITL target {rec.max_itl_ms:g} ms at the {lvl} "
+                  f"upper bound{budget}{pue} | ranked by {k.objective}; ranges: {lvl} intervals", title_justify="left")
+    cost_col = "total_cost_per_mtok" if k.objective == "total-cost" or (
+        k.price_per_kwh is not None and k.gpu_price_per_hour is not None) else (
+        "energy_cost_per_mtok" if k.price_per_kwh is not None else
+        "gpu_cost_per_mtok" if k.gpu_price_per_hour is not None or rec.table["gpu_price_per_hour"].notna().any()
+        else None)
+    cost_head = {"total_cost_per_mtok": "cost/Mtok", "energy_cost_per_mtok": "energy cost/Mtok",
+                 "gpu_cost_per_mtok": "GPU cost/Mtok", None: None}[cost_col]
+    for col, just in (("#", "right"), ("GPU", "left"), ("status", "left"), ("kWh/Mtok", "right"),
+                      (cost_head, "right"), ("W/GPU", "right"), ("ITL ms", "right"), ("margin", "right"),
+                      ("replica tok/s", "right"), ("GB need/usable", "right"), ("reason", "left")):
+        if col is not None:
+            table.add_column(col, justify=just, overflow="fold")
+    styles = {planner.STATUS_PICK: "bold green", planner.STATUS_OK: "", planner.STATUS_POINT_ONLY: "yellow",
+              planner.STATUS_OVER_POWER: "yellow", planner.STATUS_SLOW: "yellow", planner.STATUS_NO_FIT: "dim"}
     for _, r in rec.table.iterrows():
+        cost = [_ranged(r, cost_col, ".3g")] if cost_col else []
         table.add_row(
-            "" if pd.isna(r["rank"]) else str(r["rank"]), r["gpu"], r["status"] + (" *" if r["gpu"] in a.near_target else ""),
-            _num(r["energy_per_token_j"], ".3g"), _num(r["power_w"], ".0f"), _num(r["itl_ms"], ".1f"),
-            _num(r["itl_margin_pct"], "+.0f") + ("%" if r["fits"] else ""), _num(r["tokens_per_s"], ".0f"),
+            "" if pd.isna(r["rank"]) else str(r["rank"]), r["gpu"],
+            r["status"] + (" *" if r["gpu"] in a.near_target else ""), _ranged(r, "energy_kwh_per_mtok", ".3g"), *cost, _ranged(r, "power_w", ".0f"), _ranged(r, "itl_ms", ".1f"),
+            _num(r["itl_margin_pct"], "+.0f") + ("%" if r["fits"] else ""), _num(r["system_tokens_per_s"], ".0f"),
             f"{r['need_gb']:.1f}/{r['usable_gb']:.1f}", r["reason"], style=styles.get(r["status"], ""))
     out = console()
     out.print(table)
     out.print(rec.summary)
     if a.near_target:
-        out.print(f"* predicted ITL within {100 * a.itl_error:.0f} % of the target (the ITL model's server MdAPE on "
-                  f"unseen GPUs): {', '.join(a.near_target)}; the verdict could go either way.")
+        out.print(f"* no ITL interval, and the predicted ITL within {100 * a.itl_error:.0f} % of the target (the ITL "
+                  f"model's server MdAPE on unseen GPUs): {', '.join(a.near_target)}; the verdict could go either way.")
     if a.extrapolation_shared:
         out.print(f"EXTRAPOLATING for every GPU (outside the measured data): {'; '.join(a.extrapolation_shared)}.")
     if a.extrapolation_gpus:
         out.print("extrapolated GPUs (specs outside the range of the measured GPUs'): "
                   + "; ".join(f"{k} ({', '.join(ns)})" for k, ns in a.extrapolation_gpus.items()) + ".")
-    out.print(f"memory rule: {memory_rule(workload.filled(a.workload)).describe()}.  J/token = W/GPU x GPUs / "
-              "tokens per s (requests in flight / ITL).")
+    out.print(f"memory rule: {memory_rule(workload.filled(a.workload)).describe()}.  kWh/Mtok = W/GPU x GPUs / "
+              "tokens per s (requests in flight / ITL) x 1e6 / 3.6e6 x PUE, per million generated tokens; its range "
+              "combines the power and throughput bounds (conservative). margin: the target's headroom over the "
+              f"{lvl} upper ITL bound (the point estimate where there is none).")
     out.print("models: " + ", ".join(f"{k}: {v}" for k, v in a.models.items()))
 
 

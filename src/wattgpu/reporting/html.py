@@ -196,6 +196,21 @@ def plots_section(root: Path) -> Section:
     return sec
 
 
+def intervals_section(root: Path) -> Section | None:
+    """Measured coverage of the conformal intervals per regime (the README's table) and their plots."""
+    from wattgpu.reporting.readme import interval_coverage
+
+    folder = paths.resolve(paths.SEARCH_DIR, root)
+    if not (folder / "intervals.json").exists():
+        return None
+    sec = Section("Prediction intervals: measured coverage", [markdown_html(interval_coverage(root))])
+    for name, label in (("interval_coverage_by_gpu.png", "coverage of the 80 % intervals per held-out GPU (LOGO)"),
+                        ("interval_band.png", "measured / predicted against the predicted 80 % band (LOGO)")):
+        if (folder / "plots" / name).exists():
+            sec.blocks.append(image_html((folder / "plots" / name).read_bytes(), label))
+    return sec
+
+
 def leaderboard_section(root: Path) -> Section | None:
     path = paths.resolve(LEADERBOARD, root)
     if not path.exists():
@@ -274,9 +289,9 @@ def write_report(out: Path, case: pd.DataFrame | None, llm: str, max_itl_ms: flo
 
     root = root or paths.project_root()
     sections = [evaluation_section(root), plots_section(root)]
-    board = leaderboard_section(root)
-    if board is not None:
-        sections.append(board)
+    for extra in (intervals_section(root), leaderboard_section(root)):
+        if extra is not None:
+            sections.append(extra)
     sections.append(ranking_section(case, llm, max_itl_ms))
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     text = render("wattgpu report", f"generated {stamp} from reports/ at commit {git_commit(root)[:10]}", sections)

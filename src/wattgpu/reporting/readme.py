@@ -62,6 +62,43 @@ def by_source(root: Path) -> str:
     return "\n".join(lines)
 
 
+def interval_coverage(root: Path) -> str:
+    """Measured coverage and median relative width of the conformal intervals on outer-test rows, per regime,
+    target and scenario group (reports/search/intervals.json)."""
+    data = json.loads(_read(root, paths.SEARCH_DIR / "intervals.json"))
+    groups = ("offline", "server", "source:llm_inference_bench", "source:mlenergy_legacy", "source:mlenergy_v2", "all")
+    names = {"offline": "WC offline", "server": "WC server", "source:llm_inference_bench": "LLM-Inference-Bench",
+             "source:mlenergy_legacy": "ML.ENERGY legacy", "source:mlenergy_v2": "ML.ENERGY v2", "all": "all rows"}
+    lines = ["| target | regime | " + " | ".join(names[g] for g in groups) + " |", "|---|---|" + "---:|" * len(groups)]
+
+    def cell(c: dict | None) -> str:
+        if not c or c["80"]["coverage"] is None or c["80"]["n_rows"] == 0:
+            return "–"
+        a, b = c["80"], c["90"]
+        text = f"{100 * a['coverage']:.0f} / {100 * b['coverage']:.0f} %"
+        if a["median_rel_width"] is not None:
+            text += f" (×{1 + a['median_rel_width']:.2f})"
+        if a["abstained"]:
+            text += f", abstains on {100 * a['abstained']:.0f} %"
+        return text
+
+    for target in ("power", "itl"):
+        for regime, cells in data.items():
+            if target in cells:
+                lines.append(f"| {'ITL' if target == 'itl' else target} | {regime.upper()} | "
+                             + " | ".join(cell(cells[target].get(g)) for g in groups) + " |")
+    off = [f"{'ITL' if t == 'itl' else t} {r.upper()} {names[g]} ({100 * c['80']['coverage']:.0f} %)"
+           for t in ("power", "itl") for r in ("logo", "lolo") for g in ("offline", "server")
+           if (c := data.get(r, {}).get(t, {}).get(g)) and c["80"]["coverage"] is not None
+           and abs(c["80"]["coverage"] - 0.8) > 0.05]
+    lines += ["", "Paper-scenario cells under LOGO and LOLO more than 5 points from 80 % at the 80 % level: "
+              + (", ".join(off) if off else "none") + "."]
+    lines += ["", "Each cell: the share of held-out rows whose measurement falls inside the 80 % / 90 % interval (a row "
+              "the model abstains on counts as outside), (×w) the 80 % band's median width as 1 + (hi - lo) / "
+              "prediction, and the share of rows it abstains on."]
+    return "\n".join(lines)
+
+
 def _text(rel: Path) -> Callable[[Path], str]:
     return lambda root: "```text\n" + _read(root, rel).rstrip("\n") + "\n```"
 
@@ -69,6 +106,7 @@ def _text(rel: Path) -> Callable[[Path], str]:
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "results": results,
     "by-source": by_source,
+    "intervals": interval_coverage,
     "workload-example": _text(paths.REPORTS_DIR / "examples" / "workload.txt"),
     "data-report": lambda root: _read(root, paths.DATA_REPORT.with_suffix(".md")).split("\n", 2)[2].strip(),
     "predict-example": _text(paths.REPORTS_DIR / "examples" / "predict.txt"),

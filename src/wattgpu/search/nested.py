@@ -26,6 +26,7 @@ from wattgpu.evaluation.cv import Fold, folds
 from wattgpu.evaluation.leaderboard import PLAIN_SELECTION, SELECTION
 from wattgpu.evaluation.metrics import score_groups
 from wattgpu.evaluation.predictions import prediction_frame
+from wattgpu.modeling import coverage, intervals
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.targets import TARGETS
 from wattgpu.search.space import suggest
@@ -82,17 +83,23 @@ class OuterPlan:
 
     outer: Fold
     inner: tuple[Fold, ...]
+    calibration: tuple[Fold, ...] = ()  # grouped like `inner` (calibration_splits of them): conformal scores
 
 
-def nested_plan(rows: pd.DataFrame, regime: Regime, inner_splits: int, seed: int) -> list[OuterPlan]:
-    """Outer folds of the regime; inner folds built from each outer fold's training rows only."""
+def nested_plan(rows: pd.DataFrame, regime: Regime, inner_splits: int, seed: int,
+                calibration_splits: int | None = None) -> list[OuterPlan]:
+    """Outer folds of the regime; inner (and calibration) folds built from each outer fold's training rows only."""
     plans = []
     for outer in folds(rows, regime, seed):
         if not len(outer.train):
             continue
-        local = inner_folds(rows.iloc[outer.train], regime, inner_splits, seed)
-        inner = tuple(Fold(f.name, outer.train[f.train], outer.train[f.test]) for f in local)
-        plans.append(OuterPlan(outer, inner))
+
+        def local(splits: int) -> tuple[Fold, ...]:
+            return tuple(Fold(f.name, outer.train[f.train], outer.train[f.test])
+                         for f in inner_folds(rows.iloc[outer.train], regime, splits, seed))
+
+        inner = local(inner_splits)
+        plans.append(OuterPlan(outer, inner, inner if calibration_splits is None else local(calibration_splits)))
     return plans
 
 
@@ -191,6 +198,8 @@ class FoldOutcome:
     y_pred: np.ndarray
     trials: list[dict] = field(default_factory=list)
     fold_scores: tuple[float, ...] = ()  # the best trial's score on each inner fold (its mean is inner_score)
+    # level -> (lo, hi) per test row: conformal bounds calibrated on the inner folds' held-out residuals
+    bounds: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def study_name(task: StudyTask, fold: str) -> str:
@@ -253,21 +262,34 @@ def run_task(task: StudyTask, progress=None) -> list[FoldOutcome]:
         params = dict(best.params)
         feature_set = params.pop("feature_set", task.space.feature_sets[0])
         test = plan.outer.test
-        y_pred = np.array([], dtype=float)
+        y_pred, bounds = np.array([], dtype=float), {}
         if len(test):
             objective = Objective(task.rows, plan.inner, task.target, task.algorithm, task.space, task.settings)
             model = objective.estimator(feature_set, params).fit(task.rows.iloc[plan.outer.train])
             with np.errstate(over="ignore", invalid="ignore"):
                 y_pred = np.asarray(model.predict(task.rows.iloc[test]), dtype=float)
+            bounds = outer_bounds(task, plan, objective, feature_set, params, y_pred)
         outcomes.append(FoldOutcome(plan.outer.name, feature_set, params, float(best.value), test, y_pred,
-                                    trial_records(study), tuple(best.user_attrs.get("fold_scores", ()))))
+                                    trial_records(study), tuple(best.user_attrs.get("fold_scores", ())), bounds))
     return outcomes
+
+
+def outer_bounds(task: StudyTask, plan: OuterPlan, objective: Objective, feature_set: str, params: dict,
+                 y_pred: np.ndarray) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+    """Intervals for the outer-test rows at every intervals.LEVELS: scores from the chosen configuration refitted
+    on each calibration fold (outer-training rows only), extrapolation judged against the outer-training ranges."""
+    cal = intervals.calibrate(lambda: objective.estimator(feature_set, params), task.rows, objective.y,
+                              plan.calibration or plan.inner)
+    test = task.rows.iloc[plan.outer.test]
+    extrap = intervals.extrapolating(test, coverage.training_ranges(task.rows.iloc[plan.outer.train]))
+    group = intervals.workload_group(test)
+    return {level: intervals.bounds(cal, y_pred, group, extrap, level) for level in intervals.LEVELS}
 
 
 def assert_inner_inside(plan: OuterPlan) -> None:
     """The nested promise: every inner index (training or scoring) is an outer-training row."""
     train = set(plan.outer.train.tolist())
-    for f in plan.inner:
+    for f in (*plan.inner, *plan.calibration):
         assert set(f.train.tolist()) <= train and set(f.test.tolist()) <= train, f"{plan.outer.name}: inner leak"
 
 
@@ -314,6 +336,17 @@ def _assemble(n: int, outcomes: list[FoldOutcome]) -> np.ndarray:
     return y_pred
 
 
+def _assemble_bounds(n: int, outcomes: list[FoldOutcome]) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+    out = {}
+    for level in intervals.LEVELS:
+        lo, hi = np.full(n, np.nan), np.full(n, np.nan)
+        for o in outcomes:
+            if level in o.bounds:
+                lo[o.test], hi[o.test] = o.bounds[level]
+        out[level] = (lo, hi)
+    return out
+
+
 def compare(rows: pd.DataFrame, target: str, plans: list[OuterPlan], outcomes: dict[str, list[FoldOutcome]],
             algorithms: list[str], references: dict[str, np.ndarray],
             default: str | None = None) -> tuple[pd.DataFrame, dict, list[dict]]:
@@ -328,8 +361,11 @@ def compare(rows: pd.DataFrame, target: str, plans: list[OuterPlan], outcomes: d
     preds[SELECTION] = _assemble(len(rows), [o for _, o in choice])
     if default is not None:
         preds[PLAIN_SELECTION] = _assemble(len(rows), [o for _, o in select(candidates, None)])
+    bounds = {a: _assemble_bounds(len(rows), outcomes[a]) for a in algorithms}
+    bounds[SELECTION] = _assemble_bounds(len(rows), [o for _, o in choice])
     preds.update(references)
-    frame = pd.concat([prediction_frame(rows, target, m, y).iloc[tested] for m, y in preds.items()], ignore_index=True)
+    frame = pd.concat([prediction_frame(rows, target, m, y, bounds.get(m)).iloc[tested] for m, y in preds.items()],
+                      ignore_index=True)
     counts = dict(sorted(Counter(a for a, _ in choice).items()))
     y_true = rows[TARGETS[target].column].to_numpy(dtype=float)
     labels = score_groups(rows)

@@ -62,7 +62,7 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             _logger.exception("prediction failed")
             raise MlflowException("internal error while predicting; the server log has the details",
                                   error_code=INTERNAL_ERROR) from None
-        return out[["gpu", "llm", "scenario", "concurrency", OUTPUT[self.target]]]
+        return out[list(output_columns(self.target))]
 
 
 def as_requests(model_input):
@@ -81,12 +81,30 @@ def request_rejected(exc: RequestError) -> MlflowException:
                            detail=str(exc))
 
 
+def output_columns(target: str) -> tuple[str, ...]:
+    """The served columns: the prediction, its conformal interval at the request's `level` (`_lo`, `_hi`: null
+    where the model abstains) and `interval` (a note: widened for extrapolation, or why it abstains)."""
+    out = OUTPUT[target]
+    return ("gpu", "llm", "scenario", "concurrency", out, f"{out}_lo", f"{out}_hi", "level", "interval")
+
+
+def response_fields(target: str) -> dict[str, str]:
+    """What each served column means, for the MLmodel file."""
+    out = OUTPUT[target]
+    unit = {"power_w": "W per GPU", "itl_s": "s between tokens of one request"}[out]
+    return {"gpu": "catalog key or the spec's name", "llm": "catalog key or the config's name",
+            "scenario": "workload label", "concurrency": "requests in flight (given, offline rule or solved)",
+            out: f"prediction ({unit})",
+            f"{out}_lo": "lower bound of the conformal interval at `level` (null: the model abstains)",
+            f"{out}_hi": "upper bound of the conformal interval at `level` (null: the model abstains)",
+            "level": "the interval's confidence (the request's `level`, default 0.8)",
+            "interval": "empty, or why the interval is wider (extrapolating) or absent (abstains)"}
+
+
 def signature(target: str) -> ModelSignature:
     """Outputs only: inputs are validated by the model itself (see the module docstring)."""
-    return ModelSignature(outputs=Schema([
-        ColSpec("string", "gpu"), ColSpec("string", "llm"), ColSpec("string", "scenario"),
-        ColSpec("double", "concurrency"), ColSpec("double", OUTPUT[target]),
-    ]))
+    types = {"gpu": "string", "llm": "string", "scenario": "string", "interval": "string"}
+    return ModelSignature(outputs=Schema([ColSpec(types.get(c, "double"), c) for c in output_columns(target)]))
 
 
 def request_fields() -> dict[str, dict]:
@@ -98,6 +116,8 @@ def request_fields() -> dict[str, dict]:
     llm_numeric = (*fields.LLM_CONFIG_REQUIRED, *fields.LLM_CONFIG_OPTIONAL)
     return {
         "scenario": {"type": "string", "required": True, "allowed": list(workload.SCENARIOS)},
+        "level": {"type": "double", "range": fields.INTERVAL_LEVEL.as_list(),
+                  "note": "confidence of the returned interval (<target>_lo, <target>_hi); default 0.8"},
         "gpu": {"type": "string", "note": "catalog name or alias; else give the gpu_* spec fields"},
         "llm": {"type": "string", "note": "catalog name or alias; else give the llm_* config fields"},
         **numbers("", fields.WORKLOAD, fields.WORKLOAD),
@@ -139,7 +159,7 @@ def log_model(target: str, folder: Path, itl_folder: Path | None = None):
         signature=signature(target),
         input_example=pd.DataFrame(
             POWER_ONLY_EXAMPLE_REQUESTS if target == "power" and itl_folder is None else EXAMPLE_REQUESTS),
-        metadata={"request_fields": request_fields()},
+        metadata={"request_fields": request_fields(), "response_fields": response_fields(target)},
         # wattgpu itself must be installed where the model is served (`--env-manager local`).
         pip_requirements=[f"mlflow=={package_version('mlflow')}", f"wattgpu=={package_version('wattgpu')}"],
     )

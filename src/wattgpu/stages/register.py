@@ -11,6 +11,7 @@ registered, and the champion's folder, as logged with its version, is put back.
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import tempfile
@@ -28,7 +29,7 @@ from wattgpu.errors import WattgpuError
 from wattgpu.evaluation.predictions import ID_COLUMNS
 from wattgpu.evaluation.runner import prepare_rows, target_rows
 from wattgpu.io import read_table, write_json
-from wattgpu.modeling import coverage, replica
+from wattgpu.modeling import coverage, intervals, replica
 from wattgpu.modeling.replica import paper_model
 from wattgpu.modeling.store import save_model_dir
 from wattgpu.modeling.targets import TARGETS
@@ -96,8 +97,9 @@ def run() -> dict:
             rows = target_rows(training_table(root, cand.source, cand.dense_only, ev, cats), target)
             if cand.algorithm == "paper_replica":
                 rows, _ = replica.paper_target(rows, target)  # the replica learns the paper's ITL definition
+            folds = calibration_folds(rows, params)
             summary[target] = s = publish(target, rows, cand, reg, paths.resolve(paths.MODELS_DIR / target, root),
-                                          cats, training)
+                                          cats, training, folds)
             print(f"register {target}: {s['name']} v{s['version']} ({cand.algorithm}, {cand.origin}) -> "
                   f"{s['decision']}: {s['reason']}")
     write_json(paths.resolve(paths.MODELS_DIR / "registry.json", root), summary)
@@ -128,18 +130,37 @@ def training_table(root: Path, source: str | None, dense_only: bool, ev: Evaluat
                         dense_only=dense_only, idle_power_w=cats.idle_power_w, offline_batch=ev.roofline_offline_batch)
 
 
+def calibration_folds(rows: pd.DataFrame, params: Params) -> list:
+    """The primary search regime's calibration folds on every row (GPU groups held out under LOGO): the same
+    procedure whose coverage the search measures on its outer folds."""
+    from wattgpu.search.nested import inner_folds
+
+    s = params.search
+    if s is None:
+        return []
+    return inner_folds(rows, s.regimes[s.primary_regime], s.active.calibration_folds, params.base.seed)
+
+
 def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, folder: Path, catalogs: Catalogs,
-            training: dict) -> dict:
-    """Fit `cand` on every row, write the model folder, log it as a pyfunc model (a nested run), register it."""
+            training: dict, folds: list | None = None) -> dict:
+    """Fit `cand` on every row, write the model folder, log it as a pyfunc model (a nested run), register it.
+    With `folds`, the model folder carries conformal calibration scores from fits on each fold's training rows."""
     import mlflow
+
+    calibration = None
+    if folds:
+        y = rows[TARGETS[target].column].to_numpy(dtype=float)
+        calibration = intervals.calibrate(lambda: copy.deepcopy(cand.estimator), rows, y, folds)
 
     figures = registry.Figures(cand.regime, cand.offline_mdape, cand.server_mdape,
                                registry.rows_md5(rows[[*ID_COLUMNS, TARGETS[target].column]]))
     meta = {"target": target, "unit": TARGETS[target].unit, "origin": cand.origin, "algorithm": cand.algorithm,
             "feature_set": cand.feature_set, "hyperparameters": cand.hyperparameters, **training,
             "training_rows": len(rows), "training_ranges": coverage.training_ranges(rows),
-            "evaluation": figures.summary()}
-    save_model_dir(folder, cand.estimator.fit(rows), catalogs.gpus_file, catalogs.llms_file, meta, catalogs.idle_power_w)
+            "evaluation": figures.summary(),
+            "calibration": None if calibration is None else {"folds": len(folds), "scores": calibration.counts()}}
+    save_model_dir(folder, cand.estimator.fit(rows), catalogs.gpus_file, catalogs.llms_file, meta, catalogs.idle_power_w,
+                   calibration)
     with mlflow.start_run(run_name=f"register-{target}", nested=True):
         mlflow.log_params({k: meta[k] for k in ("target", "origin", "algorithm", "feature_set", "training_rows")})
         mlflow.log_params({f"hp.{k}": v for k, v in cand.hyperparameters.items()})
@@ -148,7 +169,8 @@ def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, fol
         info = pyfunc.log_model(target, folder, itl_folder)
     result = registry.register_version(
         mlflow.MlflowClient(), reg.names[target], info.model_uri, figures, reg,
-        tags={"algorithm": cand.algorithm, "origin": cand.origin, "feature_set": cand.feature_set},
+        tags={"algorithm": cand.algorithm, "origin": cand.origin, "feature_set": cand.feature_set,
+              registry.INTERVALS_TAG: "conformal" if calibration is not None else "none"},
         model_description=DESCRIPTIONS[target])
     if result["alias"] != registry.CHAMPION:
         restore_champion(reg.names[target], folder, target)  # the folder holds result["champion_version"]

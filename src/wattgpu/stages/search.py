@@ -30,7 +30,7 @@ from wattgpu.config import Params, Regime, Search, load_params
 from wattgpu.errors import WattgpuError
 from wattgpu.evaluation import baselines, leaderboard
 from wattgpu.evaluation.predictions import ID_COLUMNS
-from wattgpu.evaluation.runner import metrics_table, prepare_rows, target_rows
+from wattgpu.evaluation.runner import interval_by_gpu, interval_table, metrics_table, prepare_rows, target_rows
 from wattgpu.io import read_table, write_csv, write_json
 from wattgpu.modeling import replica
 from wattgpu.modeling.algorithms import best_record
@@ -130,7 +130,7 @@ def run_regime(name: str) -> dict:
     s, ev, seed = ctx.search, ctx.params.evaluate, ctx.params.base.seed
     regime = outer_regime(s, name)
     rows = {t: target_rows(ctx.rows, t) for t in ctx.params.base.targets}
-    plans = {t: nested_plan(r, regime, s.active.inner_folds, seed) for t, r in rows.items()}
+    plans = {t: nested_plan(r, regime, s.active.inner_folds, seed, s.active.calibration_folds) for t, r in rows.items()}
     tasks = tasks_for(ctx, rows, plans, name, regime)
     print(f"search {name}: {len(tasks)} (target, algorithm) tasks x {len(plans[next(iter(plans))])} outer folds x "
           f"{s.active.n_trials} trials, profile {s.profile!r}, {s.n_workers} worker(s)")
@@ -152,15 +152,18 @@ def run_regime(name: str) -> dict:
     keys = replica_rows.dropna(subset=["y_pred"]).drop(columns="y_pred")
     paper = pred.merge(keys, on=[*ID_COLUMNS, "target"], how="inner")
     setup = {"profile": s.profile, "n_trials": s.active.n_trials, "inner_folds": s.active.inner_folds,
+             "calibration_folds": s.active.calibration_folds,
              "default_algorithm": s.default_algorithm,
              "inner_cv": INNER_CV[regime.kind], "outer_folds": len(plans[next(iter(plans))]),
              "max_pairs": regime.max_pairs if regime.kind == "lopo" else None, "seed": seed}
     result = {"regime": name, "kind": regime.kind, "source": s.source or "all", "replica_source": ev.source,
               "setup": setup, "rows": {t: len(r) for t, r in rows.items()},
               "tested_rows": {t: len(tested_positions(plans[t])) for t in rows},
-              "metrics": metrics_table(pred), "paper_metrics": metrics_table(paper), "selected": selected}
+              "metrics": metrics_table(pred), "paper_metrics": metrics_table(paper), "selected": selected,
+              "intervals": interval_table(pred[pred["model"] == leaderboard.SELECTION])}
     out = paths.resolve(paths.SEARCH_DIR / name, root)
     write_csv(out / "predictions.csv", pred)
+    write_csv(out / "interval_coverage_by_gpu.csv", interval_by_gpu(pred, leaderboard.SELECTION))
     folds_table = pd.DataFrame(fold_rows)
     write_csv(out / "folds.csv", folds_table)
     write_json(out / "metrics.json", result)
