@@ -19,6 +19,7 @@ import pandas as pd
 from wattgpu import paths, physics
 from wattgpu.evaluation.leaderboard import BASELINES, REPLICA, SELECTION
 from wattgpu.evaluation.predictions import ID_COLUMNS
+from wattgpu.modeling.intervals import DEFAULT_LEVEL, level_key
 from wattgpu.workload import SERVER_LOADS
 
 # LOGO predictions (the evaluate stage's layout: one row per measurement row, target and model), best first.
@@ -33,7 +34,7 @@ PAPER_POWER_GAP = 0.40  # "an H100 draws over 40 % more power than an A30"
 
 DEFAULT_MODELS = (SELECTION, REPLICA)  # what the registry serves (its nested figure) and the paper's
 PREDICTION_COLUMNS = [*ID_COLUMNS, "target", "model", "y_true", "y_pred"]  # evaluation.runner.prediction_frame
-BAND = "80"  # the interval level the case study shows (the planner's default confidence)
+BAND = level_key(DEFAULT_LEVEL)  # the interval level the case study shows (the planner's default confidence)
 BAND_COLUMNS = [f"y_lo_{BAND}", f"y_hi_{BAND}"]  # present where the search wrote conformal intervals
 
 

@@ -18,18 +18,19 @@ import pandas as pd
 
 from wattgpu import physics
 from wattgpu.errors import WattgpuError
+from wattgpu.fields import INTERVAL_LEVEL
+from wattgpu.modeling import intervals
+from wattgpu.modeling.predictor import INTERVAL_COLUMNS
 from wattgpu.physics import BYTES_FP16
 
 STATUS_PICK, STATUS_OK, STATUS_POINT_ONLY = "pick", "meets target", "meets only at the point estimate"
 STATUS_OVER_POWER, STATUS_SLOW, STATUS_NO_FIT = "over power budget", "too slow", "does not fit"
 CHOSEN = (STATUS_PICK, STATUS_OK)
 PREDICTION_COLUMNS = ("gpu", "power_w", "itl_ms", "tokens_per_s", "system_tokens_per_s", "energy_per_token_j")
-# Each prediction's interval at the request's `level`: `<target>_lo`, `<target>_hi` (NaN: the model abstains, or
-# its folder carries no calibration) and an `interval` note ("wider: ..." when extrapolating, "abstain: ...").
-INTERVAL_TARGETS = ("power_w", "itl_ms", "itl_s", "system_tokens_per_s", "energy_per_token_j")
-BOUND_COLUMNS = tuple(f"{t}_{side}" for t in INTERVAL_TARGETS for side in ("lo", "hi"))
-DEFAULT_LEVELS = (0.8, 0.9)  # the interval levels `predict` shows (and `precompute` caches) by default
-LEVEL_RANGE = (0.5, 0.99)
+# Each prediction's interval at the request's `level` (modeling.predictor): `<column>_lo`, `<column>_hi` (NaN: the
+# model abstains, or its folder carries no calibration) and an `interval` note ("wider: ..." when extrapolating).
+BOUND_COLUMNS = tuple(c for c in INTERVAL_COLUMNS if c.endswith(("_lo", "_hi")))
+DEFAULT_LEVELS = intervals.LEVELS  # the interval levels `predict` shows (and `precompute` caches) by default
 OBJECTIVES = {"energy": "energy_kwh_per_mtok", "energy-cost": "energy_cost_per_mtok",
               "total-cost": "total_cost_per_mtok"}
 POWER_SCOPES = ("gpu", "replica")
@@ -43,10 +44,10 @@ class PlanError(WattgpuError, ValueError):
 
 
 def level_fraction(value: float, flag: str) -> float:
-    """A confidence level given as a percent (80) or a fraction (0.8), as a fraction in LEVEL_RANGE."""
+    """A confidence level given as a percent (80) or a fraction (0.8), as a fraction in fields.INTERVAL_LEVEL."""
     v = float(value)
     frac = v / 100 if v > 1 else v
-    lo, hi = LEVEL_RANGE
+    lo, hi = INTERVAL_LEVEL.lo, INTERVAL_LEVEL.hi
     if not (math.isfinite(frac) and lo - 1e-9 <= frac <= hi + 1e-9):
         raise PlanError(f"{flag} must be a level from {100 * lo:g} to {100 * hi:g} (percent) or {lo:g} to {hi:g}, "
                         f"got {value:g}")
@@ -244,15 +245,15 @@ def recommend(predictions: pd.DataFrame, fit: pd.DataFrame, constraints: Constra
     table["itl_judged_ms"] = table["itl_ms_hi"].fillna(table["itl_ms"])
     table["power_judged_w"] = table["power_w_hi"].fillna(table["power_w"]) * per
     slow = fits & (table["itl_ms"] > c.max_itl_ms)
-    over = fits & ~slow & (table["power_judged_w"] > c.max_power_w if c.max_power_w is not None else False)
+    over_budget = fits & (table["power_judged_w"] > c.max_power_w if c.max_power_w is not None else False)
+    over = over_budget & ~slow
     point_only = fits & ~slow & ~over & (table["itl_judged_ms"] > c.max_itl_ms)
     meets = fits & ~slow & ~over & ~point_only
     table["status"] = np.select([meets, point_only, over, slow], [STATUS_OK, STATUS_POINT_ONLY, STATUS_OVER_POWER,
                                                                   STATUS_SLOW], STATUS_NO_FIT)
     # Positive: the judged ITL (upper bound, else point) is below the target by that share of it; negative: over it.
     table["itl_margin_pct"] = 100 * (c.max_itl_ms - table["itl_judged_ms"]) / c.max_itl_ms
-    over_any = fits & (table["power_judged_w"] > c.max_power_w if c.max_power_w is not None else False)
-    table.loc[fits, "reason"] = [_reason(r, c, bool(o)) for (_, r), o in zip(table[fits].iterrows(), over_any[fits])]
+    table.loc[fits, "reason"] = [_reason(r, c, bool(o)) for (_, r), o in zip(table[fits].iterrows(), over_budget[fits])]
     table["_group"] = np.select([meets, point_only, over, slow], [0, 1, 2, 3], 4)
     table = table.sort_values(["_group", OBJECTIVES[costs.objective], "itl_ms", "need_gb", "gpu"],
                               na_position="last", kind="mergesort").drop(columns="_group").reset_index(drop=True)
