@@ -8,7 +8,7 @@ export DO_NOT_TRACK := 1
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: run test setup data repro clean-venv bench readme
+.PHONY: run test verify setup data repro clean-venv bench readme serve services services-stop
 
 $(BIN)/wattgpu: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,7 +24,7 @@ data: setup
 
 ## Install, pull the raw data, run the whole pipeline, fill the planner's cache, print the data report and the headline results.
 run: data
-	$(BIN)/dvc repro
+	$(BIN)/python scripts/repro_timed.py
 	$(BIN)/wattgpu precompute
 	$(BIN)/wattgpu data-report
 	$(BIN)/wattgpu results
@@ -33,9 +33,30 @@ run: data
 test: data
 	$(BIN)/python -m pytest -q
 
+## CI's check that main reproduces: rerun the default pipeline, fail if `dvc status` is not clean afterwards, if the
+## committed dvc.lock was not made by this code, data and params, or if a committed metric moved beyond its noise.
+verify: data
+	$(BIN)/python scripts/verify_main.py
+
+PORT ?= 5000
+WORKERS ?= 1
+## Serve both champions on http://127.0.0.1:$(PORT)/invocations (power and ITL in one answer; PORT=..., WORKERS=...).
+serve: setup
+	$(BIN)/python -m wattgpu.serving.app --port $(PORT) --workers $(WORKERS)
+
+## Load the served champions (16 clients x 60 s: errors, 1-row p50/p99, batched rows/s, memory) and time in-process.
 bench: setup
 	$(BIN)/python scripts/benchmark.py
 
 ## Rewrite the README's generated blocks (figures, outputs) from the committed reports; commit both.
 readme: setup
 	$(BIN)/python -m wattgpu.reporting.readme
+
+## PostgreSQL, an MLflow tracking server on it and optuna-dashboard, on 127.0.0.1 (data in .services/); prints the
+## URLs and what each search worker exports (README "Servers"). `make services-stop` stops them.
+services: setup
+	$(BIN)/pip install -q -e '.[servers]'
+	$(BIN)/python scripts/services.py start
+
+services-stop:
+	$(BIN)/python scripts/services.py stop

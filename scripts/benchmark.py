@@ -1,10 +1,15 @@
-"""Benchmark: serving latency and throughput of the registered champion, and (with --stages) pipeline stage times.
+"""Benchmark: the last `make run`'s stage time table, the served champions (one client alone, then 16 clients),
+in-process throughput, and the bad-input corpus's totals over HTTP, the CLI and batch CSV.
 
-    python scripts/benchmark.py                       # latency p50/p99 (one row, HTTP), rows/s (1,000 rows, HTTP and in-process)
+    python scripts/benchmark.py                       # 16 clients x 60 s against the `make serve` endpoint, in-process rows/s
+    python scripts/benchmark.py --duration 10         # a shorter run
     python scripts/benchmark.py --stages register     # also times `dvc repro -f -s register` (side effects: a new version)
     python scripts/benchmark.py --stages              # ... every stage of dvc.yaml
 
-It prints figures; it is not a test. The served model comes from the project's MLflow store (`dvc repro` first).
+It prints figures; it is not a test. The served models come from the project's MLflow store (`dvc repro` first).
+The server is the one `make serve` starts (serving.app, both champions, 127.0.0.1); the clients are threads with
+one HTTP session each, half the time sending one-row requests, half the time `--batch`-row requests, each loop
+bounded by its time and a request count.
 """
 
 from __future__ import annotations
@@ -12,18 +17,26 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import requests
 
 from wattgpu import paths, tracking
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.serving.server import Server
 from wattgpu.workload import PRESETS
+
+MAX_REQUESTS_PER_CLIENT = 100_000  # a bound on each client's loop beside its time
+SOLO_SECONDS = 10  # one client alone first: the latency of a request that does not queue behind others
 
 
 def batch_requests(n: int) -> list[dict]:
@@ -35,45 +48,113 @@ def batch_requests(n: int) -> list[dict]:
     return [{"gpu": g, "llm": l, "scenario": s} for g, l, s in itertools.islice(combos, n)]
 
 
-def serving(model_uri: str, n_requests: int, batch: list[dict]) -> None:
-    import mlflow
+@dataclass
+class Load:
+    """What the clients of one phase saw: per-request latency (s), rows answered, failures by kind."""
 
-    uri = tracking.tracking_uri()
-    with Server(model_uri, uri) as srv:
-        one = {"dataframe_records": batch[:1]}
-        for _ in range(10):  # warm-up
-            srv.post(one).raise_for_status()
-        lat = []
-        for _ in range(n_requests):
-            start = time.perf_counter()
-            srv.post(one).raise_for_status()
-            lat.append(time.perf_counter() - start)
-        ms = np.array(lat) * 1e3
-        print(f"HTTP latency, 1 row, {n_requests} requests: p50 {np.percentile(ms, 50):.1f} ms, "
-              f"p99 {np.percentile(ms, 99):.1f} ms, max {ms.max():.1f} ms")
-        body = {"dataframe_records": batch}
-        srv.post(body).raise_for_status()
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            r = srv.post(body)
-            times.append(time.perf_counter() - start)
-            r.raise_for_status()
-        print(f"HTTP throughput, {len(batch)} rows per request: {len(batch) / np.median(times):,.0f} rows/s "
-              f"(median of 5, {np.median(times) * 1e3:.0f} ms per request)")
+    latencies: list[float] = field(default_factory=list)
+    rows: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
-    model = mlflow.pyfunc.load_model(model_uri)
-    frame = pd.DataFrame(batch)
-    model.predict(frame)
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
+    def record(self, took: float, rows: int, error: str | None) -> None:
+        with self.lock:
+            if error is None:
+                self.latencies.append(took)
+                self.rows += rows
+            else:
+                self.errors[error] = self.errors.get(error, 0) + 1
+
+
+def load_phase(url: str, bodies: list[bytes], rows_per_body: int, clients: int, seconds: float) -> Load:
+    """`clients` threads, each posting `bodies` in turn until `seconds` pass or MAX_REQUESTS_PER_CLIENT."""
+    load = Load()
+    deadline = time.monotonic() + seconds
+
+    def client(k: int) -> None:
+        with requests.Session() as session:
+            for i in range(MAX_REQUESTS_PER_CLIENT):
+                if time.monotonic() >= deadline:
+                    return
+                start = time.perf_counter()
+                try:
+                    r = session.post(f"{url}/invocations", data=bodies[(k + i) % len(bodies)], timeout=60,
+                                     headers={"Content-Type": "application/json"})
+                    ok = r.status_code == 200 and len(r.json()["predictions"]) == rows_per_body
+                    error = None if ok else f"HTTP {r.status_code}"
+                except (requests.RequestException, ValueError, KeyError) as exc:
+                    error = type(exc).__name__
+                load.record(time.perf_counter() - start, rows_per_body, error)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    load.seconds = time.perf_counter() - start
+    return load
+
+
+def serving(args, batch: list[dict]) -> None:
+    """The `make serve` endpoint under `args.clients` concurrent clients for `args.duration` seconds."""
+    one_row = [json.dumps({"dataframe_records": [r]}).encode() for r in batch[:48]]
+    many = [json.dumps({"dataframe_records": batch}).encode()]
+    print(f"== serving: {args.clients} clients x {args.duration:g} s against `make serve` (serving.app, "
+          f"{args.workers} worker{'s' if args.workers > 1 else ''}, 127.0.0.1) ==")
+    with Server.champions(tracking.tracking_uri(), workers=args.workers) as srv:
+        for body in one_row[:10] + many:  # warm-up: first requests load lazily held state
+            srv.post_raw(body).raise_for_status()
+        rss_start = srv.rss_bytes()
+        print(f"load average at start {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
+        alone = np.array(load_phase(srv.url, one_row, 1, 1, SOLO_SECONDS).latencies) * 1e3
+        if len(alone):
+            print(f"1-row requests, one client alone for {SOLO_SECONDS:g} s: {len(alone):,}, "
+                  f"p50 {np.percentile(alone, 50):.1f} ms, p99 {np.percentile(alone, 99):.1f} ms")
+        single = load_phase(srv.url, one_row, 1, args.clients, args.duration / 2)
+        batched = load_phase(srv.url, many, len(batch), args.clients, args.duration / 2)
+        rss_end = srv.rss_bytes()
+    errors = {**{f"1 row {k}": v for k, v in single.errors.items()},
+              **{f"{len(batch)} rows {k}": v for k, v in batched.errors.items()}}
+    ms = np.array(single.latencies) * 1e3
+    print(f"errors: {sum(errors.values())}" + (f" {errors}" if errors else ""))
+    if len(ms):
+        print(f"1-row requests: {len(ms):,} in {single.seconds:.0f} s, p50 {np.percentile(ms, 50):.1f} ms, "
+              f"p99 {np.percentile(ms, 99):.1f} ms, {len(ms) / single.seconds:,.0f} requests/s")
+    if batched.rows:
+        print(f"{len(batch):,}-row requests: {len(batched.latencies):,} in {batched.seconds:.0f} s, "
+              f"{batched.rows / batched.seconds:,.0f} rows/s, p50 {np.percentile(batched.latencies, 50) * 1e3:.0f} ms "
+              "per request")
+    print(f"server RSS: {rss_start / 2**20:,.0f} MiB at start, {rss_end / 2**20:,.0f} MiB at end "
+          f"({(rss_end - rss_start) / 2**20:+,.0f} MiB)")
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
+
+
+def in_process(batch: list[dict]) -> None:
+    """The same champions in this process (serving.app.load_champions): rows/s, and the validator's share."""
+    from wattgpu.serving.app import champion_uris, load_champions
+
+    model = load_champions(champion_uris())
+    predictor = model.unwrap_python_model().predictor_
+    print("== in process (both champions, pyfunc predict) ==")
+    for rows in (batch[:1], batch):
+        frame = pd.DataFrame(rows)
         model.predict(frame)
+        n = 5 if len(rows) > 1 else 50
+        took = _median_seconds(lambda: model.predict(frame), n)
+        validate = _median_seconds(lambda: predictor.validate(frame), n)
+        print(f"{len(rows):,} row{'s' if len(rows) > 1 else ''}: {took * 1e3:.1f} ms, {len(rows) / took:,.0f} rows/s; "
+              f"validation {validate * 1e3:.1f} ms ({validate / took:.0%})")
+
+
+def _median_seconds(fn, n: int) -> float:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
         times.append(time.perf_counter() - start)
-    print(f"in-process throughput (pyfunc predict), {len(batch)} rows: {len(batch) / np.median(times):,.0f} rows/s "
-          f"({np.median(times) * 1e3:.0f} ms)")
+    return float(np.median(times))
 
 
 def stage_times(stages: list[str]) -> None:
@@ -90,28 +171,50 @@ def stage_times(stages: list[str]) -> None:
         print(f"stage {stage:<20} {took:7.1f} s  {status}")
 
 
-def recorded_fit_times() -> None:
-    """What is free: the fit seconds the evaluate stages record in their metrics."""
-    for path in sorted(paths.resolve(paths.REPORTS_DIR / "evaluate").glob("*/metrics.json")):
-        fit = json.loads(path.read_text()).get("fit_seconds", {})
-        print(f"evaluate@{path.parent.name:<9} replica fit over all folds: "
-              + ", ".join(f"{t} {s:.1f} s" for t, s in fit.items()))
+def recorded_stage_table() -> None:
+    """The stage time table of the last `make run` (scripts/repro_timed.py writes .timings/repro.json)."""
+    import repro_timed
+
+    print("== pipeline: stage times of the last `make run` ==")
+    record = paths.resolve(repro_timed.RECORD)
+    if not record.exists():
+        print(f"no {repro_timed.RECORD}: run `make run` (or `python scripts/repro_timed.py`) first")
+        return
+    print(repro_timed.table(json.loads(record.read_text())))
     print("(pass --stages [NAME ...] to time `dvc repro -f -s` per stage)")
+
+
+def bad_input_totals() -> None:
+    """Every case of the bad-input corpus (tests/bad_inputs) through HTTP, the CLI and batch CSV, on this project's
+    champions: how many are answered as they must be."""
+    import tempfile
+
+    sys.path.insert(0, str(paths.project_root()))
+    from tests.integration.test_bad_input import corpus_summary, corpus_totals
+
+    print("== bad input ==")
+    with tempfile.TemporaryDirectory() as tmp:
+        print(corpus_summary(corpus_totals(paths.project_root(), Path(tmp))))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-uri", default="models:/wattgpu-power@champion")
-    parser.add_argument("--requests", type=int, default=200, help="one-row requests for the latency figures")
+    parser.add_argument("--clients", type=int, default=16, help="concurrent HTTP clients")
+    parser.add_argument("--duration", type=float, default=60, help="seconds of load in all (half 1-row, half batch)")
+    parser.add_argument("--workers", type=int, default=1, help="server worker processes")
     parser.add_argument("--batch", type=int, default=1000, help="rows per request for the throughput figures")
     parser.add_argument("--stages", nargs="*", default=None, metavar="STAGE",
                         help="time `dvc repro -f -s` for these stages (none named: every stage)")
     args = parser.parse_args()
-    serving(args.model_uri, args.requests, batch_requests(args.batch))
+    batch = batch_requests(args.batch)
+    # Sections in order; each prints its own block.
     if args.stages is None:
-        recorded_fit_times()
+        recorded_stage_table()
     else:
         stage_times(args.stages)
+    serving(args, batch)
+    in_process(batch)
+    bad_input_totals()
 
 
 if __name__ == "__main__":

@@ -45,8 +45,18 @@ def shrink(p: dict) -> None:
 
 @pytest.fixture(scope="session")
 def pipeline(root, raw_dir, tmp_path_factory) -> Path:
-    """A clone of this project (with uncommitted work) after the real `dvc repro` on shrunk params."""
+    """A clone of this project (with uncommitted work) after the real `dvc repro` on shrunk params.
+
+    For quick local iteration only, WATTGPU_TEST_PIPELINE names a clone built by an earlier session of this
+    fixture (`make test` and CI never set it): it is used as it is, so it may hold older code's outputs.
+    """
     from tests.integration.helpers import clone, run, shrink_params
+
+    reuse = os.environ.get("WATTGPU_TEST_PIPELINE")
+    if reuse:
+        if not (Path(reuse) / "dvc.lock").exists():
+            pytest.fail(f"WATTGPU_TEST_PIPELINE={reuse} is not a pipeline clone (no dvc.lock)")
+        return Path(reuse)
 
     dest = clone(root, tmp_path_factory.mktemp("clone") / "wattgpu")
     shrink_params(dest / "params.yaml", shrink)

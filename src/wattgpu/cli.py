@@ -15,16 +15,18 @@ import typer
 
 from wattgpu import paths, workload
 from wattgpu.catalogs import edit
-from wattgpu.errors import WattgpuError
+from wattgpu.errors import WattgpuError, os_error_line
 from wattgpu.evaluation.casestudy import load_case
 from wattgpu.planning import planner, resolve, service
 from wattgpu.planning.models import ModelSet
 from wattgpu.reporting import casestudy, console, readme
+from wattgpu.stages.worker_cli import search_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0],
                   pretty_exceptions_show_locals=False)
 catalog_app = typer.Typer(no_args_is_help=True, help="GPU and LLM catalogs: list, show, add.")
 app.add_typer(catalog_app, name="catalog")
+app.add_typer(search_app, name="search")
 
 
 def user_errors(func):
@@ -36,6 +38,9 @@ def user_errors(func):
             return func(*args, **kwargs)
         except WattgpuError as exc:
             typer.secho(f"error: {exc}", fg="red", err=True)
+            raise typer.Exit(2) from None
+        except OSError as exc:  # a full disk, a directory where a file goes, no permission: one line, no traceback
+            typer.secho(f"error: {os_error_line(exc)}", fg="red", err=True)
             raise typer.Exit(2) from None
 
     return wrapper
@@ -85,7 +90,7 @@ def predict_cmd(
     engine: str = EngineOpt, engine_version: str = VersionOpt, as_json: bool = JsonOpt, models: Path = ModelsOpt,
     input_csv: Path = typer.Option(None, "--input", exists=True, dir_okay=False,
                                    help="batch: a CSV of requests (columns as documented in wattgpu.request)"),
-    output_csv: Path = typer.Option(None, "--output", help="batch: where to write the predictions CSV"),
+    output_csv: Path = typer.Option(None, "--output", help="batch: predictions CSV (rejected rows: <output>.rejected.csv)"),
     levels: list[float] = typer.Option(None, "--level", help="prediction interval level, in percent (80) or as a "
                                        "fraction (0.8), 50-99; repeat for several [default: 80 and 90]"),
     no_cache: bool = NoCacheOpt,
@@ -98,8 +103,8 @@ def predict_cmd(
         service.check_batch_options(input_csv, output_csv, named=(gpu, gpu_spec, llm, llm_config, scenario),
                                     levels=levels)
         with progress_bar("predicting") as advance:
-            n = service.predict_csv(model_set, input_csv, output_csv, progress=advance)
-        return typer.echo(f"wrote {n} predictions to {output_csv} (models: {model_set.versions})", err=True)
+            done = service.predict_csv(model_set, input_csv, output_csv, progress=advance)
+        return typer.echo(done, err=True)
     w = workload.workload(scenario, rate, prompt_tokens, output_tokens, gpus_per_replica, concurrency,
                           pipeline_parallel, precision, engine, engine_version)
     answer = service.predict_one(model_set, resolve.gpu_choice(gpu, gpu_spec, model_set.gpus),

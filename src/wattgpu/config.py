@@ -63,17 +63,17 @@ class Evaluate(Strict):
 
 
 class Registry(Strict):
-    """Final models: MLflow registered-model names and the champion/challenger promotion rule."""
+    """Final models: MLflow registered-model names and the champion/challenger promotion rule (wattgpu.registry)."""
 
     names: dict[Literal["power", "itl"], str] = {"power": "wattgpu-power", "itl": "wattgpu-itl"}
     # Regime whose `evaluate` figures stand for the paper-replica fallback (used while the search stage has
     # written no reports/search/best_<target>.json).
     replica_regime: str = "logo"
-    # A challenger becomes champion when it lowers the mean of offline and server MdAPE by more than this (pp).
-    min_improvement_pp: float = Field(0.0, ge=0)
-    # When the champion's figures come from another evaluation (regime or training rows differ), they cannot be
-    # compared: promote the newest evaluation (true) or keep the champion and flag it (false).
-    promote_if_not_comparable: bool = True
+    # Champion and challenger are refitted and scored on the same outer folds; the challenger is promoted only when
+    # its mean per-fold score is lower by more than min_gain_pp (points of the score, a geometric mean of MdAPE %)
+    # AND by more than se_multiple standard errors of the per-fold differences (the noise between folds).
+    min_gain_pp: float = Field(0.1, ge=0)
+    se_multiple: float = Field(2.0, ge=0)
 
 
 class SearchProfile(Strict):
@@ -82,7 +82,16 @@ class SearchProfile(Strict):
     n_trials: int = Field(6, ge=1)  # Optuna trials per (target, algorithm, outer fold) study
     inner_folds: int = Field(3, ge=0)  # inner CV folds; 0 = one per group (the regime's own leave-one-out)
     max_pairs: int | None = Field(8, ge=1)  # lopo: seeded sample of outer (GPU, LLM) pairs; None = all
-    calibration_folds: int = Field(6, ge=0)  # conformal calibration folds (grouped like inner_folds; 0 = one per group)
+    # conformal calibration folds, grouped like inner_folds (0 = one per group); null: the inner folds themselves,
+    # scored by the chosen trial's own inner-fold predictions (no extra fit)
+    calibration_folds: int | None = Field(6, ge=0)
+
+    algorithms: tuple[str, ...] | None = None  # the candidates this profile searches (null: every one in `algorithms`)
+
+    @property
+    def calibration_splits(self) -> int:
+        """How many calibration folds a model fitted on all rows uses (the inner folds' count where null)."""
+        return self.inner_folds if self.calibration_folds is None else self.calibration_folds
 
 
 class Hyperparameter(Strict):
@@ -136,6 +145,8 @@ class Search(Strict):
     regimes: dict[str, Regime]
     algorithms: dict[AlgorithmName, AlgorithmSpace]
     default_algorithm: AlgorithmName | None = None  # nested selection: displaced only by a win > 1 SE (nested.select)
+    storage: str | None = None  # Optuna studies: null = sqlite files under optuna/; a postgresql:// URL shared by
+    # workers on any machine ($WATTGPU_OPTUNA_STORAGE wins; search/storage.py). Not a DVC parameter of any stage.
     pruner_startup_trials: int = Field(2, ge=0)  # MedianPruner: trials that run every inner fold before pruning
     n_workers: int = Field(2, ge=1)  # processes, one (target, algorithm) study sequence each
     n_jobs: int = Field(1, ge=1)  # threads per model fit (fixed: results do not depend on scheduling)
@@ -148,11 +159,23 @@ class Search(Strict):
             raise ValueError(f"primary_regime {self.primary_regime!r} is not one of {sorted(self.regimes)}")
         if self.default_algorithm is not None and self.default_algorithm not in self.algorithms:
             raise ValueError(f"default_algorithm {self.default_algorithm!r} is not one of {sorted(self.algorithms)}")
+        for name, profile in self.profiles.items():
+            unknown = sorted(set(profile.algorithms or ()) - set(self.algorithms))
+            if unknown:
+                raise ValueError(f"profiles.{name}.algorithms: {unknown} not in `algorithms` ({sorted(self.algorithms)})")
+            if profile.algorithms is not None and self.default_algorithm not in (None, *profile.algorithms):
+                raise ValueError(f"profiles.{name}.algorithms must include default_algorithm {self.default_algorithm!r}")
         return self
 
     @property
     def active(self) -> SearchProfile:
         return self.profiles[self.profile]
+
+    @property
+    def candidates(self) -> dict[str, AlgorithmSpace]:
+        """The algorithms the active profile searches, in `algorithms`' order."""
+        chosen = self.active.algorithms
+        return {a: space for a, space in self.algorithms.items() if chosen is None or a in chosen}
 
 
 class Params(Strict):

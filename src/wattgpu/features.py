@@ -52,59 +52,113 @@ def attach_specs(rows: pd.DataFrame, gpus, llms, idle_power_w: dict[str, float] 
 def kv_bytes_per_token(df: pd.DataFrame) -> pd.Series:
     """KV cache bytes per token (physics.kv_bytes_per_token; GQA, sliding windows and latent attention aware;
     0 if attention-free)."""
-    heads = df["llm_num_attention_heads"].astype(float)
-    head_dim = df["llm_head_dim"].astype(float).fillna(df["llm_hidden_size"] / heads)
-    kv_heads = df["llm_num_kv_heads"].astype(float).fillna(heads)
-    layers = df["llm_num_layers"].astype(float)
-    if "llm_kv_layers" in df:  # sliding-window layers cache a window, not the context
-        layers = df["llm_kv_layers"].astype(float).fillna(layers)
+    return pd.Series(_kv_bytes_per_token(_Columns(df)), index=df.index)
+
+
+def _kv_bytes_per_token(cols: _Columns) -> np.ndarray:
+    heads = cols.num("llm_num_attention_heads")
+    head_dim = _fill(cols.num("llm_head_dim"), cols.num("llm_hidden_size") / heads)
+    kv_heads = _fill(cols.num("llm_num_kv_heads"), heads)
+    layers = cols.num("llm_num_layers")
+    if "llm_kv_layers" in cols:  # sliding-window layers cache a window, not the context
+        layers = _fill(cols.num("llm_kv_layers"), layers)
     per_layer = physics.kv_values_per_layer(kv_heads, head_dim)
-    if "llm_kv_values_per_layer" in df:  # latent attention caches one latent (+ rope key)
-        per_layer = df["llm_kv_values_per_layer"].astype(float).fillna(per_layer)
-    return physics.kv_bytes_per_token(layers, per_layer).where(heads.notna(), 0.0).fillna(0.0)
+    if "llm_kv_values_per_layer" in cols:  # latent attention caches one latent (+ rope key)
+        per_layer = _fill(cols.num("llm_kv_values_per_layer"), per_layer)
+    return _fill(np.where(np.isnan(heads), 0.0, physics.kv_bytes_per_token(layers, per_layer)), 0.0)
+
+
+class _Columns(dict):
+    """The features being built (name -> float array) over the frame they are built from: `num` reads a built
+    column first, else the frame's own as floats. Features are computed on arrays and joined to the frame once
+    (a column at a time into a DataFrame costs more than computing it)."""
+
+    def __init__(self, frame: pd.DataFrame):
+        super().__init__()
+        self.frame = frame
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, name) or name in self.frame
+
+    def num(self, name: str) -> np.ndarray:
+        return self[name] if dict.__contains__(self, name) else self.frame[name].to_numpy(dtype=float)
+
+    def text(self, name: str, default: str, test) -> np.ndarray:
+        """`test` (str -> bool) of each value as text (absent column: of `default`), as 0/1 floats."""
+        if name not in self.frame:
+            return np.full(len(self.frame), float(test(default)))
+        codes, values = pd.factorize(self.frame[name], use_na_sentinel=False)
+        return np.array([float(test(str(v))) for v in values])[codes]
+
+    def joined(self) -> pd.DataFrame:
+        """The frame with the built columns (a new frame; the input untouched)."""
+        built = {k: v for k, v in self.items() if k not in self.frame}
+        out = pd.concat([self.frame, pd.DataFrame(built, index=self.frame.index)], axis=1)
+        for k in self.keys() - built.keys():
+            out[k] = self[k]
+        return out
+
+
+def _fill(values: np.ndarray, fallback) -> np.ndarray:
+    """`values` with NaN replaced by `fallback` (a scalar or an array of the same length)."""
+    return np.where(np.isnan(values), fallback, values)
+
+
+def _log(values) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(values)
 
 
 def engineer(df: pd.DataFrame, offline_batch: float) -> pd.DataFrame:
     """Add every derived feature (`offline_batch`: sequences decoded together offline, params.yaml
     `evaluate.roofline_offline_batch`). Pure: a new frame, the input untouched."""
-    out = df.copy()
-    n_gpus = out["n_gpus"].astype(float) if "n_gpus" in out else 1.0
-    params_total = out["llm_total_params_b"].astype(float)
-    params_active = out["llm_active_params_b"].astype(float)
-    offline = out["scenario"].eq("offline")
+    out = _Columns(df)
+    n_gpus = out.num("n_gpus") if "n_gpus" in out else 1.0
+    params_total = out.num("llm_total_params_b")
+    params_active = out.num("llm_active_params_b")
+    offline = df["scenario"].to_numpy() == "offline"
+    bandwidth_gb_s = out.num("gpu_memory_bandwidth_gb_s")
 
-    out["boost_ratio"] = out["gpu_boost_clock_mhz"] / out["gpu_base_clock_mhz"]
-    out["log_total_params_b"] = np.log(params_total)
-    out["log_active_params_b"] = np.log(params_active)
-    # Time to stream the FP16 weights once: 2 bytes x params / bandwidth (GB / (GB/s) = s).
-    out["bandwidth_latency_s"] = physics.weight_stream_s(params_active, out["gpu_memory_bandwidth_gb_s"])
-    # Time to compute one token at peak dense FP16 tensor throughput: 2 FLOPs x params / FLOP/s.
-    out["compute_latency_s"] = physics.compute_s(params_total, out["gpu_fp16_tensor_tflops"])
-    out["kv_bytes_per_token"] = kv_bytes_per_token(out)
-    out["kv_cache_bytes"] = out["kv_bytes_per_token"] * PAPER_KV_TOKENS
-    # Memory left after the FP16 weights (GB), and the paper's 90 % usable variant.
-    mem = out["gpu_memory_gb"] * n_gpus
-    out["free_memory_gb"] = mem - physics.weights_gb(params_total)
-    out["available_memory_gb"] = 0.9 * mem - physics.weights_gb(params_total)
-    # The paper's estimate of concurrent requests: MHA KV size (ignores GQA), 1,256 tokens per request.
-    mha_values = physics.kv_values_per_layer(1, out["llm_hidden_size"])  # the paper's: every head, no GQA
-    mb_per_token = physics.kv_bytes_per_token(out["llm_num_layers"], mha_values) / 1024**2
-    out["max_concurrent_requests"] = out["available_memory_gb"] * 1024 / mb_per_token / PAPER_TOKENS_PER_REQUEST
-    # GQA-aware KV capacity in tokens (0 where the weights do not fit).
-    kv = out["kv_bytes_per_token"].replace(0, np.nan)
-    out["kv_capacity_tokens"] = (out["available_memory_gb"].clip(lower=0) * 1e9 / kv).fillna(1e9)
-    out["request_rate_feature"] = out["request_rate_per_s"].where(~offline, OFFLINE_RATE).astype(float)
-    # Roofline ITL: weights streamed once per decode step, shared by `offline_batch` sequences offline.
-    out["roofline_itl_s"] = physics.roofline_itl_s(params_total, out["gpu_memory_bandwidth_gb_s"],
-                                                   np.where(offline, offline_batch, 1.0))
-    if "gpu_idle_power_w" in out:
-        out["idle_power_ratio"] = out["gpu_idle_power_w"] / out["gpu_tdp_w"]
-    out = _physics_features(out, offline_batch)
-    return _workload_features(out) if "concurrency" in out else out
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["boost_ratio"] = out.num("gpu_boost_clock_mhz") / out.num("gpu_base_clock_mhz")
+        out["log_total_params_b"] = _log(params_total)
+        out["log_active_params_b"] = _log(params_active)
+        # Time to stream the FP16 weights once: 2 bytes x params / bandwidth (GB / (GB/s) = s).
+        out["bandwidth_latency_s"] = physics.weight_stream_s(params_active, bandwidth_gb_s)
+        # Time to compute one token at peak dense FP16 tensor throughput: 2 FLOPs x params / FLOP/s.
+        out["compute_latency_s"] = physics.compute_s(params_total, out.num("gpu_fp16_tensor_tflops"))
+        kv_bytes = out["kv_bytes_per_token"] = _kv_bytes_per_token(out)
+        out["kv_cache_bytes"] = kv_bytes * PAPER_KV_TOKENS
+        # Memory left after the FP16 weights (GB), and the paper's 90 % usable variant.
+        mem = out.num("gpu_memory_gb") * n_gpus
+        out["free_memory_gb"] = mem - physics.weights_gb(params_total)
+        available = out["available_memory_gb"] = 0.9 * mem - physics.weights_gb(params_total)
+        # The paper's estimate of concurrent requests: MHA KV size (ignores GQA), 1,256 tokens per request.
+        mha_values = physics.kv_values_per_layer(1, out.num("llm_hidden_size"))  # the paper's: every head, no GQA
+        mb_per_token = physics.kv_bytes_per_token(out.num("llm_num_layers"), mha_values) / 1024**2
+        out["max_concurrent_requests"] = available * 1024 / mb_per_token / PAPER_TOKENS_PER_REQUEST
+        # GQA-aware KV capacity in tokens (0 where the weights do not fit).
+        kv = np.where(kv_bytes == 0, np.nan, kv_bytes)
+        out["kv_capacity_tokens"] = _fill(np.where(available < 0, 0.0, available) * 1e9 / kv, 1e9)
+        out["request_rate_feature"] = np.where(~offline, out.num("request_rate_per_s"), OFFLINE_RATE)
+        # Roofline ITL: weights streamed once per decode step, shared by `offline_batch` sequences offline.
+        out["roofline_itl_s"] = physics.roofline_itl_s(params_total, bandwidth_gb_s,
+                                                       np.where(offline, offline_batch, 1.0))
+        if "gpu_idle_power_w" in out:
+            out["idle_power_ratio"] = out.num("gpu_idle_power_w") / out.num("gpu_tdp_w")
+        _physics_features(out, offline, offline_batch)
+        if "concurrency" in out:
+            _workload_features(out)
+    return out.joined()
 
 
-def _workload_features(out: pd.DataFrame) -> pd.DataFrame:
-    """Workload-aware physics (in place on `out`): one decode step of `b = max(concurrency, 1)` sequences, each
+# The features that change with the requests in flight (the Poisson fixed point recomputes only these).
+CONCURRENCY_FEATURES = ("weights_step_s", "itl_physics_s", "log_weights_step_s", "log_itl_physics_s", "log_batch",
+                        "concurrency_duty", "busy_fraction")
+
+
+def _workload_features(out: _Columns) -> None:
+    """Workload-aware physics (added to `out`): one decode step of `b = max(concurrency, 1)` sequences, each
     getting one token, takes about
 
         ITL(b) = T_weights(b) + b x (T_kv + T_compute) + T_fixed
@@ -119,71 +173,108 @@ def _workload_features(out: pd.DataFrame) -> pd.DataFrame:
     falls either. Features that depend on concurrency are listed in MONOTONE (modeling keeps predictions monotone
     in them); all others are functions of the GPU, the LLM and the rest of the workload only.
     """
-    c = out["concurrency"].astype(float)
-    b = np.maximum(c, 1.0)
-    tp = out["tensor_parallel"].astype(float).fillna(out["n_gpus"].astype(float)) if "tensor_parallel" in out \
-        else out["n_gpus"].astype(float)
-    pp = out["pipeline_parallel"].astype(float).fillna(1.0) if "pipeline_parallel" in out else 1.0
-    precision = out["precision"] if "precision" in out else pd.Series("bf16", index=out.index)
-    weight_bytes = precision.map(PRECISION_BYTES).fillna(physics.BYTES_FP16).astype(float)
-    bandwidth = out["gpu_memory_bandwidth_gb_s"].astype(float) * 1e9 * tp
-    flops = out["gpu_fp16_tensor_tflops"].astype(float) * 1e12 * tp
-    total, active = out["llm_total_params_b"].astype(float), out["llm_active_params_b"].astype(float)
-    experts = out["llm_num_experts"].astype(float) if "llm_num_experts" in out else pd.Series(np.nan, index=out.index)
-    top_k = out["llm_experts_per_token"].astype(float) if "llm_experts_per_token" in out else experts
-    moe = (total > active) & (experts > 1)
-    share = (top_k / experts).where(moe, 1.0)
-    expert_params = ((total - active) / (1 - share)).where(moe, 0.0)  # all experts' weights (active = shared + share x these)
-    touched = physics.experts_touched_fraction(b, top_k.where(moe, 1.0), experts.where(moe, 1.0))
-    prompt = out["prompt_tokens_mean"].astype(float)
-    answer = out["output_tokens_mean"].astype(float).clip(lower=1.0)
-    out["weights_step_s"] = weight_bytes * 1e9 * (total - expert_params + expert_params * touched) / bandwidth
-    out["kv_step_per_sequence_s"] = (out["kv_bytes_per_token"] * (prompt.fillna(0) + answer / 2)) / bandwidth
-    out["compute_step_per_sequence_s"] = 2 * active * 1e9 * (1 + prompt.fillna(0) / answer) / flops
-    out["fixed_step_s"] = FIXED_STEP_S_PER_LAYER * out["llm_num_layers"].astype(float) * pp
-    out["itl_physics_s"] = (out["weights_step_s"] + b * (out["kv_step_per_sequence_s"]
-                            + out["compute_step_per_sequence_s"]) + out["fixed_step_s"])
+    n = len(out.frame)
+    step = _step_inputs(out)
+    tp, pp, weight_bytes, total, active = step["tp"], step["pp"], step["weight_bytes"], step["total"], step["active"]
+    prompt = out.num("prompt_tokens_mean")
+    answer = np.maximum(out.num("output_tokens_mean"), 1.0)
+    flops = out.num("gpu_fp16_tensor_tflops") * 1e12 * tp
+    out["weights_step_s"] = np.full(n, np.nan)  # placeholders keep the columns' order: _concurrency_features
+    out["kv_step_per_sequence_s"] = (out.num("kv_bytes_per_token") * (_fill(prompt, 0) + answer / 2)) / step["bandwidth"]
+    out["compute_step_per_sequence_s"] = 2 * active * 1e9 * (1 + _fill(prompt, 0) / answer) / flops
+    out["fixed_step_s"] = FIXED_STEP_S_PER_LAYER * out.num("llm_num_layers") * pp
+    out["itl_physics_s"] = np.full(n, np.nan)
     for col in ("weights_step_s", "kv_step_per_sequence_s", "compute_step_per_sequence_s", "fixed_step_s",
                 "itl_physics_s"):
-        out[f"log_{col}"] = np.log(out[col].clip(lower=1e-9))  # an attention-free LLM reads no KV cache
-    out["log_batch"] = np.log(b)
-    out["concurrency_duty"] = np.minimum(c, 1.0)  # a Poisson load below one request in flight leaves the GPU idle
-    out["busy_fraction"] = 1.0 - np.exp(-c)  # share of time with a request in flight (Poisson arrivals, mean c)
+        out[f"log_{col}"] = np.log(np.maximum(out[col], 1e-9))  # an attention-free LLM reads no KV cache
+    out.update(_concurrency_features(out, out.num("concurrency"), step))
     # Open-loop load (requests arrive at a rate, the GPU idles between them) or a closed batch (always full).
-    out["poisson_arrivals"] = out["request_rate_per_s"].notna().astype(float) if "request_rate_per_s" in out else 0.0
+    out["poisson_arrivals"] = (~np.isnan(out.num("request_rate_per_s"))).astype(float) \
+        if "request_rate_per_s" in out else np.zeros(n)
     # How many such sequences the KV cache holds beside the weights (a batch near it preempts and recomputes).
-    tokens = prompt.fillna(0) + answer
-    fit = physics.kv_fit_sequences(out["gpu_memory_gb"].astype(float), tp * pp,
-                                   weight_bytes * total, out["kv_bytes_per_token"], tokens)
+    tokens = _fill(prompt, 0) + answer
+    fit = physics.kv_fit_sequences(out.num("gpu_memory_gb"), tp * pp, weight_bytes * total,
+                                   out.num("kv_bytes_per_token"), tokens)
     out["log_kv_fit_sequences"] = np.log(np.clip(fit, 1.0, 1e6))
-    out["log_tensor_parallel"], out["log_pipeline_parallel"] = np.log(tp), np.log(pp)
+    out["log_tensor_parallel"], out["log_pipeline_parallel"] = np.log(tp), np.log(np.broadcast_to(pp, n))
     out["weight_bytes_per_param"] = weight_bytes
-    out["log_prompt_tokens"] = np.log(prompt.clip(lower=1.0))  # NaN where the source does not say
-    out["prompt_unknown"] = prompt.isna().astype(float)
+    out["log_prompt_tokens"] = np.log(np.maximum(prompt, 1.0))  # NaN where the source does not say
+    out["prompt_unknown"] = np.isnan(prompt).astype(float)
     out["log_active_params_b"] = np.log(active)
     out["active_share"] = active / total
-    engine = out["engine"] if "engine" in out else pd.Series(DEFAULT_ENGINE, index=out.index)
+    engine = out.frame["engine"].to_numpy() if "engine" in out else np.full(n, DEFAULT_ENGINE, dtype=object)
     for name in ENGINES:
         out[f"engine_{name}"] = (engine == name).astype(float)
-    version = out["engine_version"] if "engine_version" in out else pd.Series("", index=out.index)
-    out["engine_version_num"] = version.map(version_number).astype(float)
-    vendor = out["gpu_vendor"].astype(str).str.lower() if "gpu_vendor" in out else pd.Series("", index=out.index)
-    out["gpu_is_amd"], out["gpu_is_intel"] = vendor.eq("amd").astype(float), vendor.eq("intel").astype(float)
-    out["weights_memory_fraction_replica"] = (weight_bytes * total) / (out["gpu_memory_gb"] * tp * pp)
+    if "engine_version" in out:
+        codes, versions = pd.factorize(out.frame["engine_version"], use_na_sentinel=False)
+        out["engine_version_num"] = np.array([version_number(v) for v in versions], dtype=float)[codes]
+    else:
+        out["engine_version_num"] = np.full(n, version_number(""))
+    out["gpu_is_amd"] = out.text("gpu_vendor", "", lambda v: v.lower() == "amd")
+    out["gpu_is_intel"] = out.text("gpu_vendor", "", lambda v: v.lower() == "intel")
+    out["weights_memory_fraction_replica"] = (weight_bytes * total) / (out.num("gpu_memory_gb") * tp * pp)
+
+
+def _step_inputs(cols: _Columns) -> dict:
+    """What a decode step's terms are built from: parallelism, bytes per weight, the replica's bandwidth, and the
+    MoE layout (all experts' weights, experts per token)."""
+    n_gpus = cols.num("n_gpus")
+    tp = _fill(cols.num("tensor_parallel"), n_gpus) if "tensor_parallel" in cols else n_gpus
+    pp = _fill(cols.num("pipeline_parallel"), 1.0) if "pipeline_parallel" in cols else 1.0
+    precision = cols.frame["precision"] if "precision" in cols else pd.Series("bf16", index=cols.frame.index)
+    codes, values = pd.factorize(precision, use_na_sentinel=False)
+    weight_bytes = np.array([PRECISION_BYTES.get(v, physics.BYTES_FP16) if isinstance(v, str) else physics.BYTES_FP16
+                             for v in values], dtype=float)[codes]
+    total, active = cols.num("llm_total_params_b"), cols.num("llm_active_params_b")
+    experts = cols.num("llm_num_experts") if "llm_num_experts" in cols else np.full(len(total), np.nan)
+    top_k = cols.num("llm_experts_per_token") if "llm_experts_per_token" in cols else experts
+    moe = (total > active) & (experts > 1)
+    share = np.where(moe, top_k / experts, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expert_params = np.where(moe, (total - active) / (1 - share), 0.0)  # all experts' weights (active = shared + share x these)
+    return {"tp": tp, "pp": pp, "weight_bytes": weight_bytes, "bandwidth": cols.num("gpu_memory_bandwidth_gb_s") * 1e9 * tp,
+            "total": total, "active": active, "expert_params": expert_params, "moe": moe, "top_k": top_k,
+            "experts": experts}
+
+
+def _concurrency_features(cols: _Columns, concurrency: np.ndarray, step: dict) -> dict[str, np.ndarray]:
+    """CONCURRENCY_FEATURES at `concurrency` requests in flight, from the decode step's other terms in `cols`."""
+    c = np.asarray(concurrency, dtype=float)
+    b = np.maximum(c, 1.0)
+    moe, total, expert_params = step["moe"], step["total"], step["expert_params"]
+    touched = physics.experts_touched_fraction(b, np.where(moe, step["top_k"], 1.0),
+                                               np.where(moe, step["experts"], 1.0))
+    weights = step["weight_bytes"] * 1e9 * (total - expert_params + expert_params * touched) / step["bandwidth"]
+    itl = weights + b * (cols.num("kv_step_per_sequence_s") + cols.num("compute_step_per_sequence_s")) \
+        + cols.num("fixed_step_s")
+    return {"weights_step_s": weights, "itl_physics_s": itl, "log_weights_step_s": np.log(np.maximum(weights, 1e-9)),
+            "log_itl_physics_s": np.log(np.maximum(itl, 1e-9)), "log_batch": np.log(b),
+            "concurrency_duty": np.minimum(c, 1.0),  # a Poisson load below one request in flight leaves the GPU idle
+            "busy_fraction": 1.0 - np.exp(-c)}  # share of time with a request in flight (Poisson arrivals, mean c)
+
+
+def with_concurrency(featured: pd.DataFrame, concurrency) -> pd.DataFrame:
+    """Featured rows (engineer's output) at other requests in flight: `concurrency` and CONCURRENCY_FEATURES
+    recomputed, every other column as it was; equal to engineering the rows anew at that concurrency."""
+    cols = _Columns(featured)
+    out = featured.copy()
+    out["concurrency"] = np.asarray(concurrency, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for name, values in _concurrency_features(cols, out["concurrency"].to_numpy(), _step_inputs(cols)).items():
+            out[name] = values
     return out
 
 
-def _physics_features(out: pd.DataFrame, offline_batch: float) -> pd.DataFrame:
-    """The physics-informed features (in place on `out`, a copy made by `engineer`).
+def _physics_features(out: _Columns, offline: np.ndarray, offline_batch: float) -> None:
+    """The physics-informed features (added to `out`).
 
     Trees cannot extrapolate to a GPU faster than any seen one; a target normalised by a physical estimate can
     (modeling.targets.PhysicsTarget), and these features describe how far a row sits from that estimate.
     """
-    offline = out["scenario"].eq("offline").to_numpy()
-    tokens_out = out["output_tokens_mean"].astype(float)
-    tokens_seq = out["prompt_tokens_mean"].astype(float) + tokens_out
-    bw_s, compute_s = out["bandwidth_latency_s"].astype(float), out["compute_latency_s"].astype(float)
-    n_gpus = out["n_gpus"].astype(float) if "n_gpus" in out else 1.0
+    tokens_out = out.num("output_tokens_mean")
+    tokens_seq = out.num("prompt_tokens_mean") + tokens_out
+    bw_s, compute_s = out["bandwidth_latency_s"], out["compute_latency_s"]
+    n_gpus = out.num("n_gpus") if "n_gpus" in out else 1.0
 
     out["log_bandwidth_latency_s"] = np.log(bw_s)
     out["log_compute_latency_s"] = np.log(compute_s)
@@ -191,38 +282,38 @@ def _physics_features(out: pd.DataFrame, offline_batch: float) -> pd.DataFrame:
     out["log_compute_bandwidth_ratio"] = np.log(compute_s / bw_s)
     # Offered load in GPU-seconds of weight streaming per second: rate x tokens/request x s/token at batch 1.
     # Offline uses the paper's "arbitrarily large" rate, so it saturates.
-    rate = out["request_rate_per_s"].astype(float).where(~offline, OFFLINE_RATE)
+    rate = np.where(~offline, out.num("request_rate_per_s"), OFFLINE_RATE)
     demand = rate * tokens_out * bw_s
     out["log_demand"] = np.log(demand)
     # Fraction of time the GPU is busy decoding (server); 1 offline.
     out["duty_cycle"] = np.minimum(1.0, demand)
     # Sequences decoded together offline: vLLM's batch cap, or fewer when the KV cache (GQA-aware, after the
     # FP16 weights, 90 % of memory) cannot hold them all; one sequence at a time in server mode.
-    kv_batch = (out["kv_capacity_tokens"].astype(float) / tokens_seq).clip(lower=1.0, upper=offline_batch)
-    out["effective_batch"] = np.where(offline, kv_batch, 1.0)
+    kv_batch = np.clip(out["kv_capacity_tokens"] / tokens_seq, 1.0, offline_batch)
+    effective_batch = out["effective_batch"] = np.where(offline, kv_batch, 1.0)
     # Refined roofline ITL: per token, the weights streamed once per step and shared by the batch, or the
     # FLOPs of one token at peak tensor throughput, whichever is slower.
-    out["physics_itl_s"] = np.maximum(bw_s / out["effective_batch"], compute_s)
+    out["physics_itl_s"] = np.maximum(bw_s / effective_batch, compute_s)
     out["log_physics_itl_s"] = np.log(out["physics_itl_s"])
     # Per-layer kernel launches dominate the ITL of small models; per token they are shared by the batch.
-    out["log_num_layers"] = np.log(out["llm_num_layers"].astype(float))
-    out["log_layers_per_sequence"] = out["log_num_layers"] - np.log(out["effective_batch"])
-    out["log_kv_capacity_tokens"] = np.log(out["kv_capacity_tokens"].astype(float).clip(lower=1.0))
-    out["log_hidden_size"] = np.log(out["llm_hidden_size"].astype(float))
-    out["log_output_tokens"] = np.log(tokens_out.clip(lower=1.0))
+    out["log_num_layers"] = np.log(out.num("llm_num_layers"))
+    out["log_layers_per_sequence"] = out["log_num_layers"] - np.log(effective_batch)
+    out["log_kv_capacity_tokens"] = np.log(np.maximum(out["kv_capacity_tokens"], 1.0))
+    out["log_hidden_size"] = np.log(out.num("llm_hidden_size"))
+    out["log_output_tokens"] = np.log(np.maximum(tokens_out, 1.0))
     out["log_request_rate_per_s"] = np.log(rate)
     out["is_offline"] = offline.astype(float)
     # GPU spec sheet on log scales, and per TDP watt (efficiency sets how close to TDP a workload runs).
-    out["log_tdp_w"] = np.log(out["gpu_tdp_w"].astype(float))
-    out["log_memory_gb"] = np.log(out["gpu_memory_gb"].astype(float))
-    out["log_memory_bandwidth_gb_s"] = np.log(out["gpu_memory_bandwidth_gb_s"].astype(float))
-    out["log_fp16_tensor_tflops"] = np.log(out["gpu_fp16_tensor_tflops"].astype(float))
-    out["bandwidth_per_tdp_gb_s_w"] = out["gpu_memory_bandwidth_gb_s"] / out["gpu_tdp_w"]
-    out["tflops_per_tdp_w"] = out["gpu_fp16_tensor_tflops"] / out["gpu_tdp_w"]
-    out["is_gddr"] = out["gpu_memory_type"].astype(str).str.upper().str.startswith("GDDR").astype(float)
+    tdp_w, memory_gb = out.num("gpu_tdp_w"), out.num("gpu_memory_gb")
+    out["log_tdp_w"] = np.log(tdp_w)
+    out["log_memory_gb"] = np.log(memory_gb)
+    out["log_memory_bandwidth_gb_s"] = np.log(out.num("gpu_memory_bandwidth_gb_s"))
+    out["log_fp16_tensor_tflops"] = np.log(out.num("gpu_fp16_tensor_tflops"))
+    out["bandwidth_per_tdp_gb_s_w"] = out.num("gpu_memory_bandwidth_gb_s") / tdp_w
+    out["tflops_per_tdp_w"] = out.num("gpu_fp16_tensor_tflops") / tdp_w
+    out["is_gddr"] = out.text("gpu_memory_type", "", lambda v: v.upper().startswith("GDDR"))
     # Share of GPU memory the FP16 weights take (2 bytes x params / memory).
-    out["weights_memory_fraction"] = physics.weights_gb(out["llm_total_params_b"]) / (out["gpu_memory_gb"] * n_gpus)
-    return out
+    out["weights_memory_fraction"] = physics.weights_gb(out.num("llm_total_params_b")) / (memory_gb * n_gpus)
 
 
 def load_scaled_tdp_w(rows: pd.DataFrame, rho: dict[str, float]) -> np.ndarray:

@@ -68,6 +68,11 @@ LLM_CONFIG_OPTIONAL = ("active_params_b", "num_attention_heads", "num_kv_heads",
                        "vocab_size", "num_experts", "experts_per_token", "kv_layers", "kv_values_per_layer")
 LLM_CONFIG_TEXT = ("family", "weight_precision")
 
+# Spec fields that cannot exceed another: (lower, upper), checked on catalog entries and on requests alike.
+GPU_AT_MOST = (("base_clock_mhz", "boost_clock_mhz"),)
+LLM_AT_MOST = (("active_params_b", "total_params_b"), ("num_kv_heads", "num_attention_heads"),
+               ("experts_per_token", "num_experts"))
+
 WORKLOAD: dict[str, Bounds] = {
     "concurrency": Bounds(1e-3, 100_000),  # requests the engine runs at once (a closed batch)
     "request_rate_per_s": Bounds(1e-6, 1000),  # Poisson arrivals
@@ -77,6 +82,16 @@ WORKLOAD: dict[str, Bounds] = {
     "pipeline_parallel": Bounds(1, 64, integer=True),
 }
 WORKLOAD_TEXT = ("precision", "engine", "engine_version")
+# Names and other text (catalog keys and aliases, request labels): printable, one line, and not too long.
+TEXT_MAX_CHARS = 200
+PRINTABLE = r"^[^\x00-\x1f\x7f]*$"  # no newline, tab or other control character
+
+
+def name_field(**kwargs: Any):
+    """A pydantic `Field` for a catalog key: printable, one line, 1 to TEXT_MAX_CHARS characters."""
+    return Field(min_length=1, max_length=TEXT_MAX_CHARS, pattern=PRINTABLE, **kwargs)
+
+
 # The prediction interval's confidence level (a fraction), and the level a request without one gets.
 INTERVAL_LEVEL = Bounds(0.5, 0.99)
 DEFAULT_INTERVAL_LEVEL = 0.8

@@ -1,5 +1,6 @@
-"""Prediction requests: validate them and resolve the GPU and LLM (by catalog name or by their own specs) into
-canonical rows, ready for `features.engineer`. The one entry for every request: CLI, batch CSV and HTTP.
+"""Prediction requests: one strict request model, validated for a whole batch at once, then resolved (the GPU and
+LLM by catalog name or by their own specs) into canonical rows, ready for `features.engineer`. The one entry for
+every request: CLI, batch CSV, the planner and HTTP.
 
 A request is a mapping (one row of a frame) with:
 - `gpu`: a catalog name or alias, or else the GPU's spec fields `gpu_<field>` (fields.GPU_SPEC_REQUIRED at least);
@@ -7,27 +8,42 @@ A request is a mapping (one row of a frame) with:
 - the load, one of: `concurrency` (requests the engine runs at once), `request_rate_per_s` (Poisson arrivals, with
   `scenario` absent or `server`), or a preset `scenario`: offline | server_low | server_high;
 - optional: `level` (the prediction interval's confidence, a fraction, default 0.8), `prompt_tokens`,
-  `output_tokens`, `n_gpus` (GPUs per replica), `pipeline_parallel`, `precision`, `engine`, `engine_version` (defaults: workload.DEFAULTS, the LLM's own precision, vLLM at the newest measured version).
-Accepted ranges: wattgpu.fields. Pure functions; every error names the row, the field and what is allowed.
+  `output_tokens`, `n_gpus` (GPUs per replica), `pipeline_parallel`, `precision`, `engine`, `engine_version`
+  (defaults: workload.DEFAULTS, the LLM's own precision, vLLM at the newest measured version).
 
-A field is absent when it is left out, null (None), NaN or blank text: a DataFrame (and a CSV read into one)
-marks an absent cell with NaN, so NaN cannot mean anything else. An absent field takes its default; where it
-is required, the error names it as "missing (or NaN)".
+Strict (`Request`, a pydantic model built from the one table of ranges, wattgpu.fields): an unknown field is an
+error with a "did you mean"; a number must be a number (not text, not a bool), finite, inside its range and whole
+where it counts things; text must be printable (no newline or control character) and at most
+fields.TEXT_MAX_CHARS long. The rules between fields (a catalog name or spec fields; one load; active <= total
+parameters; pipeline stages divide the GPUs; ...) run on the whole batch at once, vectorised.
+
+Absent: a field left out, null (None) or blank text is absent and takes its default ("missing" where it is
+required). A DataFrame (a CSV read into one, an HTTP `dataframe_records` body) marks an empty cell with NaN, so
+in a frame NaN means absent and nothing else; in a list of mappings (the CLI, MLflow's `inputs` format) an
+explicit NaN or inf is an error.
+
+`validate_batch` answers what it can: the canonical rows of the good requests and every bad row's errors (row,
+field, what is allowed), with input rows = accepted + rejected. `validate` is all or nothing (one request, the
+planner): it raises `BatchRequestError`, a `RequestError` naming the first bad row and field and listing the rest.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
+from pydantic import ConfigDict, Field, Strict, StringConstraints, TypeAdapter, ValidationError
+from typing_extensions import NotRequired, TypedDict
 
 from wattgpu import fields, physics
-from wattgpu.errors import UnknownNameError, WattgpuError
+from wattgpu.errors import UnknownNameError, WattgpuError, shown
 from wattgpu.features import GPU_FIELDS, LLM_FIELDS, kv_bytes_per_token
-from wattgpu.fields import Bounds
 from wattgpu.workload import (
     DEFAULT_ENGINE,
     DEFAULT_ENGINE_VERSION,
@@ -41,12 +57,75 @@ from wattgpu.workload import (
     version_number,
 )
 
+MAX_LISTED_ERRORS = 20  # errors spelled out in one message (the rest are counted)
+
+
+# ------------------------------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class Part:
+    """The GPU or the LLM of a request: its name field, spec fields and the canonical columns it resolves to."""
+
+    kind: str
+    numeric: tuple[str, ...]
+    required: tuple[str, ...]
+    text: tuple[str, ...]
+    canonical: tuple[str, ...]  # features.GPU_FIELDS / LLM_FIELDS
+    at_most: tuple[tuple[str, str], ...]  # fields.GPU_AT_MOST / LLM_AT_MOST
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.kind}_"
+
+
+GPU = Part("gpu", tuple(fields.GPU_SPEC), fields.GPU_SPEC_REQUIRED, fields.GPU_SPEC_TEXT, GPU_FIELDS,
+           fields.GPU_AT_MOST)
+LLM = Part("llm", (*fields.LLM_CONFIG_REQUIRED, *fields.LLM_CONFIG_OPTIONAL), fields.LLM_CONFIG_REQUIRED,
+           fields.LLM_CONFIG_TEXT, LLM_FIELDS, fields.LLM_AT_MOST)
 GPU_SPEC_OPTIONAL = tuple(k for k in fields.GPU_SPEC if k not in fields.GPU_SPEC_REQUIRED)
-KNOWN_FIELDS = (
-    {"gpu", "llm", "scenario", "level", *fields.WORKLOAD, *fields.WORKLOAD_TEXT}
-    | {f"gpu_{k}" for k in [*fields.GPU_SPEC, *fields.GPU_SPEC_TEXT, "name"]}
-    | {f"llm_{k}" for k in [*fields.LLM_CONFIG_REQUIRED, *fields.LLM_CONFIG_OPTIONAL, *fields.LLM_CONFIG_TEXT, "name"]}
-)
+
+# Every numeric request field and its range; the fields chosen from a list; the free-text fields.
+BOUNDS: dict[str, fields.Bounds] = {
+    **fields.WORKLOAD, "level": fields.INTERVAL_LEVEL,
+    **{f"gpu_{k}": fields.GPU_SPEC[k] for k in GPU.numeric}, **{f"llm_{k}": fields.LLM_CONFIG[k] for k in LLM.numeric},
+}
+CHOICES: dict[str, tuple[str, ...]] = {"scenario": tuple(SCENARIOS), "precision": tuple(PRECISION_BYTES),
+                                       "engine": ENGINES}
+TEXT = ("gpu", "llm", "engine_version", *(f"{p.prefix}{k}" for p in (GPU, LLM) for k in (*p.text, "name")))
+
+
+def _number_type(b: fields.Bounds):
+    return Annotated[float | None, Strict(), Field(ge=b.lo, le=b.hi, allow_inf_nan=False,
+                                                   multiple_of=1 if b.integer else None)]
+
+
+_Text = Annotated[str, Strict(), StringConstraints(max_length=fields.TEXT_MAX_CHARS, pattern=fields.PRINTABLE)]
+_TYPES: dict[str, Any] = {**{k: _number_type(b) for k, b in BOUNDS.items()},
+                          **{k: _Text | None for k in (*CHOICES, *TEXT)}}
+# The request model: every field optional (the rules between fields come after), no other field allowed. Text is
+# stripped, and blank text is absent; the choices (CHOICES) are matched case-insensitively, on whole columns.
+Request = TypedDict("Request", {k: NotRequired[t] for k, t in _TYPES.items()}, total=False)  # type: ignore[misc]
+Request.__pydantic_config__ = ConfigDict(extra="forbid", str_strip_whitespace=True)  # type: ignore[attr-defined]
+KNOWN_FIELDS = frozenset(_TYPES)
+_BATCH = TypeAdapter(list[Request])
+
+
+# ------------------------------------------------------------------------------------------------- errors
+
+
+@dataclass(frozen=True)
+class RowError:
+    """One problem of one request: its row (0-based, in input order; None for a lone request), field, what is wrong
+    and what is allowed."""
+
+    row: int | None
+    field: str
+    problem: str
+
+    def __str__(self) -> str:
+        where = f"row {self.row}, " if self.row is not None else ""
+        return f"{where}field {self.field!r}: {self.problem}"
 
 
 class RequestError(WattgpuError, ValueError):
@@ -54,208 +133,330 @@ class RequestError(WattgpuError, ValueError):
 
     def __init__(self, row: int | None, field: str, problem: str):
         self.row, self.field = row, field
-        where = f"row {row}, " if row is not None else ""
-        super().__init__(f"{where}field {field!r}: {problem}")
+        super().__init__(str(RowError(row, field, problem)))
 
 
-def _is_na(v) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and math.isnan(v))
+class BatchRequestError(RequestError):
+    """Requests that cannot be answered: every error (`errors`), the first one's row and field as `row`, `field`."""
+
+    def __init__(self, errors: list[RowError], n_rows: int):
+        self.errors, self.n_rows = list(errors), n_rows
+        self.rejected = sorted({e.row for e in errors if e.row is not None})
+        first = self.errors[0]
+        more = len(self.errors) - MAX_LISTED_ERRORS
+        problem = "; ".join([first.problem, *map(str, self.errors[1:MAX_LISTED_ERRORS])])
+        super().__init__(first.row, first.field, problem + (f"; and {more} more errors" if more > 0 else ""))
 
 
-def _missing(v) -> bool:
-    """Not given: None, NaN or blank text."""
-    return _is_na(v) or (isinstance(v, str) and not v.strip())
+@functools.lru_cache(maxsize=1024)
+def _unknown_field(name: str) -> str:
+    close = difflib.get_close_matches(name, sorted(KNOWN_FIELDS), n=1, cutoff=0.6) if len(name) <= 100 else []
+    if close:
+        return f"unknown field; did you mean {close[0]!r}?"
+    return f"unknown field; allowed: {', '.join(sorted(KNOWN_FIELDS))}"
+
+
+_RANGE = "{value:g} is outside the allowed range [{lo:g}, {hi:g}]"
+_PROBLEMS = {  # pydantic's error type -> the sentence, saying what is allowed
+    "greater_than_equal": _RANGE, "less_than_equal": _RANGE,
+    "multiple_of": "must be a whole number, got {value:g}",
+    "finite_number": "must be a finite number, got {value}",
+    "float_type": "must be a number, got {kind} {shown}",
+    "string_type": "must be text, got {kind} {shown}",
+    "string_too_long": "text of {length:,} characters, at most {max} allowed: {shown}",
+    "string_pattern_mismatch": "must be printable text (no newline or other control character), got {shown}",
+}
+
+
+def _problem(field: str, err: dict) -> str:
+    """A pydantic error as a sentence that says what is allowed (echoing at most ~80 characters of the input)."""
+    kind, value = err["type"], err.get("input")
+    if kind == "extra_forbidden":
+        return _unknown_field(field)
+    b = BOUNDS.get(field, fields.Bounds(-math.inf, math.inf))
+    template = _PROBLEMS.get(kind, "{msg}")
+    return template.format(value=value, shown=shown(value), kind=type(value).__name__, lo=b.lo, hi=b.hi,
+                           length=len(value) if isinstance(value, str) else 0, max=fields.TEXT_MAX_CHARS,
+                           msg=err["msg"])
+
+
+def _model_errors(exc: ValidationError) -> list[RowError]:
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = err["loc"]
+        if len(loc) < 2:
+            out.append(RowError(int(loc[0]), "-", "each request must be an object of fields"))
+        else:
+            out.append(RowError(int(loc[0]), str(loc[1]), _problem(str(loc[1]), err)))
+    return out
+
+
+class _Errors:
+    """Errors collected over a batch, by row; rows with errors leave the later steps."""
+
+    def __init__(self):
+        self.items: list[RowError] = []
+
+    def add(self, mask, rows: pd.Index, field, problem) -> None:
+        """Flag the rows where `mask`; `field` and `problem` are text, or callables of the row's position."""
+        for i in np.flatnonzero(np.asarray(mask, dtype=bool)):
+            self.items.append(RowError(int(rows[i]), field(i) if callable(field) else field,
+                                       problem(i) if callable(problem) else problem))
+
+    def rows(self) -> set[int]:
+        return {e.row for e in self.items}
+
+
+# ------------------------------------------------------------------------------------------------- batches
+
+
+@dataclass(frozen=True)
+class Validated:
+    """A validated batch: the canonical rows of the accepted requests (in input order, index 0..k-1), their input
+    row numbers, and every rejected row's errors. n = accepted + rejected, always."""
+
+    rows: pd.DataFrame
+    accepted: np.ndarray
+    errors: tuple[RowError, ...]
+    n: int
+
+    @property
+    def rejected(self) -> list[int]:
+        return sorted({e.row for e in self.errors})
+
+    def error(self) -> BatchRequestError:
+        return BatchRequestError(list(self.errors), self.n)
+
+    def error_texts(self) -> pd.Series:
+        """Per input row: None where answered, else its errors ("field 'x': problem; ...")."""
+        texts: dict[int, list[str]] = {}
+        for e in self.errors:
+            texts.setdefault(e.row, []).append(str(RowError(None, e.field, e.problem)))
+        return pd.Series([("; ".join(texts[i]) if i in texts else None) for i in range(self.n)], dtype=object)
+
+    def answers(self, predictions: pd.DataFrame) -> pd.DataFrame:
+        """`predictions` (one per accepted row) spread over every input row, with an `error` column (null where
+        answered)."""
+        out = predictions.set_axis(self.accepted, axis=0).reindex(range(self.n))
+        out["error"] = self.error_texts().to_numpy()
+        return out
 
 
 def _records(requests: pd.DataFrame | Iterable[Mapping]) -> list:
-    """Request mappings without their absent (None / NaN) fields, so that a frame's row names only what it gives."""
-    records = requests.to_dict("records") if isinstance(requests, pd.DataFrame) else list(requests)
-    return [{k: v for k, v in r.items() if not _is_na(v)} if isinstance(r, Mapping) else r for r in records]
+    """A frame's rows without their absent (NaN) cells; a list of mappings as it is."""
+    if isinstance(requests, pd.DataFrame):
+        names, values = list(requests.columns), requests.to_numpy(object).tolist()
+        given = requests.notna().to_numpy()
+        if given.all():
+            return [dict(zip(names, row)) for row in values]
+        return [{k: v for k, v, g in zip(names, row, m) if g} for row, m in zip(values, given.tolist())]
+    return list(requests)
 
 
-def _number(i: int, name: str, v, bounds: Bounds) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise RequestError(i, name, f"must be a number, got {type(v).__name__} {v!r}")
-    v = float(v)
-    if not math.isfinite(v):
-        raise RequestError(i, name, f"must be a finite number, got {v}")
-    if not bounds.lo <= v <= bounds.hi:
-        raise RequestError(i, name, f"{v:g} is outside the allowed range [{bounds.lo:g}, {bounds.hi:g}]")
-    if bounds.integer and v != int(v):
-        raise RequestError(i, name, f"must be a whole number, got {v:g}")
-    return v
-
-
-def _spec_fields(i, req, prefix, table, required, optional, text):
-    given = {k: req[f"{prefix}{k}"] for k in [*required, *optional, *text]
-             if f"{prefix}{k}" in req and not _missing(req[f"{prefix}{k}"])}
-    out = {}
-    for k in (*required, *optional):
-        if k in given:
-            out[k] = _number(i, f"{prefix}{k}", given[k], table[k])
-        elif k in required:
-            raise RequestError(i, f"{prefix}{k}", "missing (or NaN), and required when no catalog name is given "
-                               f"(needs {', '.join(prefix + r for r in required)})")
+def _columns(valid: list[dict]) -> dict[str, np.ndarray]:
+    """Validated requests as one array per field (NaN / None where absent): the rules below run on whole columns."""
+    n, present = len(valid), set().union(*valid) if valid else set()
+    cols = {}
+    for k in _TYPES:
+        number = k in BOUNDS
+        if k in present:
+            cols[k] = np.array([r.get(k) for r in valid], dtype=float if number else object)
+            if not number:
+                cols[k][cols[k] == ""] = None  # blank text: absent
         else:
-            out[k] = np.nan
-    for k in text:
-        v = given.get(k, "")
-        if not isinstance(v, str):
-            raise RequestError(i, f"{prefix}{k}", f"must be text, got {type(v).__name__}")
-        out[k] = v or "unknown"
-    return out
+            cols[k] = np.full(n, np.nan) if number else np.full(n, None, dtype=object)
+    return cols
 
 
-def _has_spec(req: Mapping, prefix: str, fields: Iterable[str]) -> bool:
-    return any(f"{prefix}{k}" in req and not _missing(req[f"{prefix}{k}"]) for k in fields)
-
-
-def _resolve(i, req, kind, catalog, prefix, table, required, optional, text):
-    name = req.get(kind)
-    spec_given = _has_spec(req, prefix, [*required, *optional])
-    if not _missing(name):
-        if not isinstance(name, str):
-            raise RequestError(i, kind, f"must be a catalog name (text), got {type(name).__name__}")
-        if spec_given:
-            first = next(f"{prefix}{k}" for k in [*required, *optional] if not _missing(req.get(f"{prefix}{k}")))
-            raise RequestError(i, first, f"give either {kind!r} (a catalog name) or {prefix}* spec fields, not both")
-        try:
-            key = catalog.resolve(name)
-        except UnknownNameError as exc:
-            raise RequestError(i, kind, str(exc)) from None
-        return key, None
-    if not spec_given:
-        raise RequestError(i, kind, f"missing: give a catalog name or the {prefix}* fields "
-                           f"({', '.join(prefix + r for r in required)})")
-    spec = _spec_fields(i, req, prefix, table, required, optional, text)
-    label = req.get(f"{prefix}name")
-    if not _missing(label) and not isinstance(label, str):
-        raise RequestError(i, f"{prefix}name", f"must be text, got {type(label).__name__}")
-    if not _missing(label) and label in catalog:
-        # A spec'd entry must not pass for a catalog one (outputs and catalog look-ups go by this name).
-        raise RequestError(i, f"{prefix}name", f"{label!r} is a catalog {kind.upper()}: send {kind!r} instead, "
-                           "or choose another label")
-    return (label.strip() if not _missing(label) else f"custom {kind.upper()}"), spec
-
-
-def _catalog_field(catalog, key: str, field: str):
-    value = getattr(catalog.get(key), field)
-    return np.nan if value is None else value
-
-
-def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame:
-    """Requests -> canonical rows (gpu, llm, workload, gpu_*, llm_*) ready for features.engineer."""
+def validate_batch(requests: pd.DataFrame | list[Mapping], gpus, llms) -> Validated:
+    """Requests -> canonical rows (gpu, llm, workload, gpu_*, llm_*) of the good ones, ready for features.engineer,
+    and every bad row's errors."""
     records = _records(requests)
     if not records:
         raise RequestError(None, "requests", "no rows: send at least one request")
-    rows = []
-    for i, req in enumerate(records):
-        if not isinstance(req, Mapping):
-            raise RequestError(i, "-", "each request must be an object of fields")
-        unknown = sorted(set(req) - KNOWN_FIELDS, key=str)
-        if unknown:
-            name = str(unknown[0])
-            close = difflib.get_close_matches(name, sorted(KNOWN_FIELDS), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise RequestError(i, name, f"unknown field; {hint}allowed: {', '.join(sorted(KNOWN_FIELDS))}")
-        gpu_key, gpu_spec = _resolve(i, req, "gpu", gpus, "gpu_", fields.GPU_SPEC, fields.GPU_SPEC_REQUIRED,
-                                     GPU_SPEC_OPTIONAL, fields.GPU_SPEC_TEXT)
-        llm_key, llm_spec = _resolve(i, req, "llm", llms, "llm_", fields.LLM_CONFIG, fields.LLM_CONFIG_REQUIRED,
-                                     fields.LLM_CONFIG_OPTIONAL, fields.LLM_CONFIG_TEXT)
-        row = {"gpu": gpu_key, "llm": llm_key, **_workload(i, req), "level": _level(i, req.get("level"))}
-        for f in GPU_FIELDS:
-            row[f"gpu_{f}"] = gpu_spec.get(f, np.nan) if gpu_spec is not None else _catalog_field(gpus, gpu_key, f)
-        for f in LLM_FIELDS:
-            if llm_spec is None:
-                row[f"llm_{f}"] = _catalog_field(llms, llm_key, f)
-            elif f == "is_moe":
-                row[f"llm_{f}"] = bool(llm_spec["active_params_b"] == llm_spec["active_params_b"]
-                                       and llm_spec["active_params_b"] < llm_spec["total_params_b"])
-            else:
-                row[f"llm_{f}"] = llm_spec.get(f, np.nan)
-        if llm_spec is not None and _missing(row["llm_active_params_b"]):
-            row["llm_active_params_b"] = row["llm_total_params_b"]
-        if not row["precision"]:  # the weights as published (e.g. gpt-oss's MXFP4 experts), else 16-bit
-            own = row.get("llm_weight_precision")
-            row["precision"] = own if isinstance(own, str) and own in PRECISION_BYTES else "bf16"
-        rows.append(row)
-    return _offline_concurrency(pd.DataFrame(rows))
+    n = len(records)
+    errors = _Errors()
+    try:
+        valid = _BATCH.validate_python(records)
+    except ValidationError as exc:
+        errors.items = _model_errors(exc)
+        bad = errors.rows()
+        valid = _BATCH.validate_python([records[i] for i in range(n) if i not in bad])
+    rows = np.setdiff1d(np.arange(n), list(errors.rows()))
+    cols = _columns(valid)
+    out = {**_resolve(cols, rows, GPU, gpus, errors), **_resolve(cols, rows, LLM, llms, errors),
+           **_workload(cols, rows, errors)}
+    keep = ~np.isin(rows, list(errors.rows()))
+    out = {k: out[k][keep] for k in _COLUMNS}
+    own = out["llm_weight_precision"]  # "": the weights as published (e.g. gpt-oss's MXFP4 experts), else 16-bit
+    own = np.where(np.isin(own, list(PRECISION_BYTES)), own, "bf16")
+    out["precision"] = np.where(out["precision"] != "", out["precision"], own).astype(object)
+    _offline_concurrency(out)
+    frame = pd.DataFrame(out, columns=_COLUMNS)
+    return Validated(frame, rows[keep], tuple(sorted(errors.items, key=lambda e: e.row)), n)
 
 
-def _level(i: int, value) -> float:
-    """The interval's confidence level: a fraction in fields.INTERVAL_LEVEL (absent: the default)."""
-    return fields.DEFAULT_INTERVAL_LEVEL if _missing(value) else _number(i, "level", value, fields.INTERVAL_LEVEL)
+def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame:
+    """Every request's canonical row; any bad request raises BatchRequestError (naming every bad row's fields)."""
+    batch = validate_batch(requests, gpus, llms)
+    if batch.errors:
+        raise batch.error()
+    return batch.rows
 
 
-def _workload(i: int, req: Mapping) -> dict:
-    """The request's workload in the training table's vocabulary: a closed batch of `concurrency` requests, Poisson
-    arrivals at `request_rate_per_s` (requests in flight solved by the predictor) or a preset (`scenario`)."""
-    given = {k: req.get(k) for k in ("scenario", "concurrency", "request_rate_per_s")}
-    scenario, concurrency, rate = (None if _missing(v) else v for v in given.values())
-    if scenario is not None and (not isinstance(scenario, str) or scenario not in SCENARIOS):
-        raise RequestError(i, "scenario", f"{scenario!r} is not one of {', '.join(SCENARIOS)}")
-    out = {"concurrency": np.nan, "request_rate_per_s": np.nan}
-    if concurrency is not None:
-        if scenario is not None or rate is not None:
-            field = "scenario" if scenario is not None else "request_rate_per_s"
-            raise RequestError(i, field, "give either `concurrency` (a closed batch) or a scenario / request rate")
-        out.update(scenario="fixed_concurrency", scenario_label="concurrency", concurrency_from="given",
-                   concurrency=_number(i, "concurrency", concurrency, fields.WORKLOAD["concurrency"]))
-    elif scenario == "offline":
-        if rate is not None:
-            raise RequestError(i, "request_rate_per_s", "not used offline (max throughput); leave it out")
-        out.update(scenario="offline", scenario_label="offline", concurrency_from="offline rule")
+def check_workload(w: Mapping[str, Any]) -> None:
+    """A workload's fields (no GPU or LLM yet) by the same model and rules; raises RequestError naming the field."""
+    errors = _Errors()
+    try:
+        valid = _BATCH.validate_python([dict(w)])
+    except ValidationError as exc:
+        errors.items = _model_errors(exc)
     else:
-        if scenario is None and rate is None:
-            raise RequestError(i, "scenario", f"missing: give `concurrency`, `request_rate_per_s` or a scenario "
-                               f"({', '.join(SCENARIOS)})")
-        if rate is None and SCENARIOS.get(scenario) is None:
-            raise RequestError(i, "request_rate_per_s", "required for scenario 'server' (Poisson requests/s)")
-        if rate is not None:
-            if scenario in SERVER_RATES:
-                raise RequestError(i, "request_rate_per_s", f"{scenario!r} sets its own rate; use scenario 'server'")
-            rate = _number(i, "request_rate_per_s", rate, fields.WORKLOAD["request_rate_per_s"])
-        rate = SCENARIOS[scenario] if rate is None else rate
-        # The paper's models know the two loads as labels; a custom rate maps to the nearer one (log scale).
-        out.update(scenario="server", scenario_label=scenario if scenario in SERVER_RATES else nearest_load(rate),
-                   request_rate_per_s=rate, concurrency_from="solved from the rate")
-    for k in ("prompt_tokens", "output_tokens", "n_gpus", "pipeline_parallel"):
-        v = req.get(k)
-        out[k] = DEFAULTS.get(k, 1) if _missing(v) else _number(i, k, v, fields.WORKLOAD[k])
-    if out["n_gpus"] % out["pipeline_parallel"]:
-        raise RequestError(i, "pipeline_parallel", f"{out['pipeline_parallel']:g} does not divide n_gpus "
-                           f"{out['n_gpus']:g} (GPUs per replica = tensor x pipeline parallel)")
-    out["tensor_parallel"] = out["n_gpus"] // out["pipeline_parallel"]
-    out["prompt_tokens_mean"], out["output_tokens_mean"] = out.pop("prompt_tokens"), out.pop("output_tokens")
-    out["precision"] = _choice(i, "precision", req.get("precision"), tuple(PRECISION_BYTES), "")  # "": the LLM's own
-    out["engine"] = _choice(i, "engine", req.get("engine"), ENGINES, DEFAULT_ENGINE)
-    version = req.get("engine_version")
-    if _missing(version):
-        version = DEFAULT_ENGINE_VERSION if out["engine"] == DEFAULT_ENGINE else ""
-    elif not isinstance(version, str) or math.isnan(version_number(version)):
-        raise RequestError(i, "engine_version", f"must be a version like '0.11' or '0.14.1', got {version!r}")
-    out["engine_version"] = version.strip()
+        _workload(_columns(valid), np.zeros(1, dtype=int), errors)
+    if errors.items:
+        raise RequestError(None, errors.items[0].field, errors.items[0].problem)
+
+
+# ------------------------------------------------------------------------------------------------- the rules
+
+
+def _first(given: np.ndarray, names: list[str]) -> np.ndarray:
+    """Per row of a (rows x fields) mask, the name of the first field where it holds."""
+    return np.asarray(names, dtype=object)[given.argmax(axis=1)]
+
+
+def _resolve(cols: dict[str, np.ndarray], rows: np.ndarray, part: Part, catalog, errors: _Errors) -> dict:
+    """The GPU (or LLM) of each row, by catalog name or by its spec fields -> `gpu` and gpu_<canonical> columns."""
+    kind, prefix = part.kind, part.prefix
+    name, label = cols[kind], cols[f"{prefix}name"]
+    spec_names = [f"{prefix}{k}" for k in part.numeric]
+    given = np.column_stack([~np.isnan(cols[c]) for c in spec_names])
+    spec, named = given.any(axis=1), pd.notna(name)
+    first = _first(given, spec_names)
+    errors.add(named & spec, rows, lambda i: first[i],
+               f"give either {kind!r} (a catalog name) or {prefix}* spec fields, not both")
+    needs = ", ".join(prefix + r for r in part.required)
+    errors.add(~named & ~spec, rows, kind, f"missing: give a catalog name or the {prefix}* fields ({needs})")
+    by_name, by_spec = named & ~spec, spec & ~named
+    # by name: each distinct name resolved once
+    keys, unknown = {}, {}
+    for nm in set(name[by_name]):
+        try:
+            keys[nm] = catalog.resolve(nm)
+        except UnknownNameError as exc:
+            unknown[nm] = str(exc)
+    key = np.array([keys.get(nm) for nm in name], dtype=object) if by_name.any() else np.full(len(name), None)
+    errors.add(by_name & pd.isna(key), rows, kind, lambda i: unknown[name[i]])
+    # by spec: the required fields, a label that is no catalog name, and the order between fields
+    req_names = [f"{prefix}{k}" for k in part.required]
+    missing = np.column_stack([np.isnan(cols[c]) for c in req_names])
+    gap = _first(missing, req_names)
+    errors.add(by_spec & missing.any(axis=1), rows, lambda i: gap[i],
+               f"missing (or NaN), and required when no catalog name is given (needs {needs})")
+    taken = {lb for lb in set(label[by_spec & pd.notna(label)]) if lb in catalog}
+    errors.add(by_spec & np.isin(label, list(taken)), rows, f"{prefix}name",
+               lambda i: f"{shown(label[i])} is a catalog {kind.upper()}: send {kind!r} instead, or choose another "
+                         "label")
+    for lo, hi in part.at_most:
+        a, b = cols[prefix + lo], cols[prefix + hi]
+        errors.add(a > b, rows, prefix + lo,
+                   lambda i, a=a, b=b, hi=hi: f"{a[i]:g} exceeds {prefix}{hi} {b[i]:g} (at most equal)")
+    # the canonical columns: the catalog's entry, or the given spec (text fields "unknown" where not given)
+    table = catalog.field_table(part.canonical)
+    found = pd.notna(key)
+    pos = table.index.get_indexer(np.where(found, key, table.index[0] if len(table) else None))
+    out = {}
+    for f in part.canonical:
+        entry = table[f].to_numpy()[pos] if len(table) else np.full(len(name), None)
+        col = cols.get(f"{prefix}{f}")
+        if col is not None and f in part.text:
+            entry = np.where(found, entry, np.where(pd.notna(col), col, "unknown"))
+        elif col is not None:
+            entry = np.where(found, entry, col)
+        out[f"{prefix}{f}"] = entry if f in part.text or f == "is_moe" else entry.astype(float)
+    if kind == "llm":
+        total, active = out["llm_total_params_b"], out["llm_active_params_b"]
+        active = np.where(found | ~np.isnan(active), active, total)
+        out["llm_is_moe"] = np.where(found, out["llm_is_moe"], active < total).astype(bool)
+        out["llm_active_params_b"] = active
+    out[kind] = np.where(found, key, np.where(pd.notna(label), label, f"custom {kind.upper()}"))
     return out
 
 
-def _choice(i: int, name: str, value, allowed: tuple[str, ...], default: str) -> str:
-    if _missing(value):
-        return default
-    if not isinstance(value, str) or value.strip().lower() not in allowed:
-        raise RequestError(i, name, f"{value!r} is not one of {', '.join(allowed)}")
-    return value.strip().lower()
+def _workload(cols: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) -> dict:
+    """The request's workload in the training table's vocabulary: a closed batch of `concurrency` requests, Poisson
+    arrivals at `request_rate_per_s` (requests in flight solved by the predictor) or a preset (`scenario`)."""
+    for k, allowed in CHOICES.items():  # case-insensitive; each distinct value looked at once
+        lower = {v: v.lower() for v in set(cols[k]) if v is not None}
+        cols[k] = np.array([lower.get(v) for v in cols[k]], dtype=object)
+        wrong = {v for v in lower.values() if v not in allowed}
+        errors.add(np.isin(cols[k], list(wrong)), rows, k,
+                   lambda i, k=k: f"{shown(cols[k][i])} is not one of {', '.join(CHOICES[k])}")
+    scenario, conc, rate = cols["scenario"], cols["concurrency"], cols["request_rate_per_s"]
+    has_s, has_c, has_r = pd.notna(scenario), ~np.isnan(conc), ~np.isnan(rate)
+    offline = scenario == "offline"
+    preset = np.isin(scenario, list(SERVER_RATES))
+    errors.add(has_c & (has_s | has_r), rows, lambda i: "scenario" if has_s[i] else "request_rate_per_s",
+               "give either `concurrency` (a closed batch) or a scenario / request rate")
+    errors.add(~has_c & offline & has_r, rows, "request_rate_per_s", "not used offline (max throughput); leave it out")
+    errors.add(~has_c & ~has_s & ~has_r, rows, "scenario",
+               f"missing: give `concurrency`, `request_rate_per_s` or a scenario ({', '.join(SCENARIOS)})")
+    errors.add(~has_c & (scenario == "server") & ~has_r, rows, "request_rate_per_s",
+               "required for scenario 'server' (Poisson requests/s)")
+    errors.add(~has_c & preset & has_r, rows, "request_rate_per_s",
+               lambda i: f"{scenario[i]!r} sets its own rate; use scenario 'server'")
+    server = ~has_c & ~offline
+    rate = np.where(server, np.where(preset, [SERVER_RATES.get(s, np.nan) for s in scenario], rate), np.nan)
+    # The paper's models know the two loads as labels; a custom rate maps to the nearer one (log scale).
+    labels = {r: nearest_load(r) for r in set(rate[server & ~preset & ~np.isnan(rate)])}
+    label = np.where(preset, scenario, [labels.get(r) for r in rate])
+    kinds = [has_c, offline]
+    out = {
+        "scenario": np.select(kinds, ["fixed_concurrency", "offline"], "server").astype(object),
+        "scenario_label": np.select(kinds, ["concurrency", "offline"], label).astype(object),
+        "concurrency_from": np.select(kinds, ["given", "offline rule"], "solved from the rate").astype(object),
+        "concurrency": np.where(has_c, conc, np.nan),
+        "request_rate_per_s": rate.astype(float),
+    }
+    for k, col in (("prompt_tokens", "prompt_tokens_mean"), ("output_tokens", "output_tokens_mean"),
+                   ("n_gpus", "n_gpus"), ("pipeline_parallel", "pipeline_parallel")):
+        out[col] = np.where(np.isnan(cols[k]), DEFAULTS.get(k, 1), cols[k])
+    n_gpus, pp = out["n_gpus"], out["pipeline_parallel"]
+    errors.add(n_gpus % pp != 0, rows, "pipeline_parallel",
+               lambda i: f"{pp[i]:g} does not divide n_gpus {n_gpus[i]:g} (GPUs per replica = tensor x pipeline "
+                         "parallel)")
+    out["tensor_parallel"] = n_gpus // pp
+    out["precision"] = np.where(pd.notna(cols["precision"]), cols["precision"], "").astype(object)  # "": the LLM's
+    out["engine"] = np.where(pd.notna(cols["engine"]), cols["engine"], DEFAULT_ENGINE).astype(object)
+    version = cols["engine_version"]
+    parsed = {v: version_number(v) for v in set(version) if v is not None}
+    errors.add(np.array([v is not None and math.isnan(parsed[v]) for v in version], dtype=bool), rows,
+               "engine_version", lambda i: f"must be a version like '0.11' or '0.14.1', got {shown(version[i])}")
+    default = np.where(out["engine"] == DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION, "")
+    out["engine_version"] = np.where(pd.notna(version), version, default).astype(object)
+    out["level"] = np.where(np.isnan(cols["level"]), fields.DEFAULT_INTERVAL_LEVEL, cols["level"])
+    return out
 
 
-def _offline_concurrency(rows: pd.DataFrame) -> pd.DataFrame:
-    """Offline rows get the requests in flight an offline run holds (workload.offline_concurrency)."""
-    offline = (rows["scenario"] == "offline").to_numpy()
-    if offline.any():
-        sub = rows[offline]
-        weights = physics.weights_gb(sub["llm_total_params_b"].astype(float),
-                                     sub["precision"].map(PRECISION_BYTES).astype(float))
-        rows.loc[offline, "concurrency"] = offline_concurrency(
-            sub["gpu_memory_gb"].to_numpy(float), sub["n_gpus"].to_numpy(float), weights.to_numpy(float),
-            kv_bytes_per_token(sub).to_numpy(float),
-            (sub["prompt_tokens_mean"] + sub["output_tokens_mean"]).to_numpy(float),
-            sub["gpu"].to_numpy(), sub["engine_version"].to_numpy())
-    return rows
+_COLUMNS = ["gpu", "llm", "scenario", "scenario_label", "concurrency_from", "concurrency", "request_rate_per_s",
+            "prompt_tokens_mean", "output_tokens_mean", "n_gpus", "pipeline_parallel", "tensor_parallel", "precision",
+            "engine", "engine_version", "level", *(f"gpu_{f}" for f in GPU_FIELDS), *(f"llm_{f}" for f in LLM_FIELDS)]
+
+
+def _offline_concurrency(out: dict[str, np.ndarray]) -> None:
+    """Offline rows get the requests in flight an offline run holds (workload.offline_concurrency), computed once
+    per distinct set of its inputs; in place, on the columns."""
+    at = np.flatnonzero(out["scenario"] == "offline")
+    if not len(at):
+        return
+    llm = pd.DataFrame({f"llm_{f}": out[f"llm_{f}"][at] for f in LLM_FIELDS})
+    bytes_per_param = np.array([PRECISION_BYTES[p] for p in out["precision"][at]])
+    weights = physics.weights_gb(out["llm_total_params_b"][at], bytes_per_param)
+    inputs = (out["gpu_memory_gb"][at], out["n_gpus"][at], np.asarray(weights, float),
+              kv_bytes_per_token(llm).to_numpy(float), out["prompt_tokens_mean"][at] + out["output_tokens_mean"][at],
+              out["gpu"][at], out["engine_version"][at])
+    codes, _ = pd.factorize(pd.Series(list(zip(*inputs))))
+    first = np.unique(codes, return_index=True)[1]
+    concurrency = out["concurrency"].copy()
+    concurrency[at] = np.asarray(offline_concurrency(*(x[first] for x in inputs)), dtype=float)[codes]
+    out["concurrency"] = concurrency

@@ -1,4 +1,6 @@
-"""MLflow at the edge: a sqlite store under mlruns/ with artifacts beside it, absolute URIs, no telemetry."""
+"""MLflow at the edge: a sqlite store under mlruns/ with artifacts beside it (the default), or a tracking server
+named by $WATTGPU_TRACKING_URI / $MLFLOW_TRACKING_URI (`http://...`: the server keeps runs, the registry and the
+artifacts; README "Servers"); absolute URIs, no telemetry."""
 
 from __future__ import annotations
 
@@ -17,8 +19,18 @@ def tracking_dir(root: Path | None = None) -> Path:
     return paths.resolve(os.environ.get("WATTGPU_MLRUNS", "mlruns"), root)
 
 
+SERVER_ENV = ("WATTGPU_TRACKING_URI", "MLFLOW_TRACKING_URI")  # the first one set wins
+
+
 def tracking_uri(root: Path | None = None) -> str:
-    return f"sqlite:///{tracking_dir(root) / 'mlflow.db'}"
+    """The tracking server's URI where an environment variable names one, else the project's sqlite store."""
+    named = next((os.environ[k] for k in SERVER_ENV if os.environ.get(k)), None)
+    return named or f"sqlite:///{tracking_dir(root) / 'mlflow.db'}"
+
+
+def on_server(uri: str) -> bool:
+    """A tracking server stores artifacts where it was told to (`mlflow server --artifacts-destination`)."""
+    return uri.startswith(("http://", "https://"))
 
 
 def artifact_location(root: Path | None = None) -> str:
@@ -29,11 +41,14 @@ def setup(experiment: str, root: Path | None = None):
     """Point MLflow at the project store and select (creating if needed) `experiment`."""
     import mlflow
 
-    tracking_dir(root).mkdir(parents=True, exist_ok=True)
-    mlflow.set_tracking_uri(tracking_uri(root))
-    mlflow.set_registry_uri(tracking_uri(root))
+    uri = tracking_uri(root)
+    if not on_server(uri):
+        tracking_dir(root).mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
     if mlflow.get_experiment_by_name(experiment) is None:
-        mlflow.create_experiment(experiment, artifact_location=f"{artifact_location(root)}/{experiment}")
+        location = None if on_server(uri) else f"{artifact_location(root)}/{experiment}"
+        mlflow.create_experiment(experiment, artifact_location=location)
     mlflow.set_experiment(experiment)
     return mlflow
 

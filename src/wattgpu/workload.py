@@ -8,6 +8,7 @@ names one of them, or `server` with its own `request_rate_per_s`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -44,6 +45,7 @@ PRECISION_BYTES = {"bf16": 2.0, "fp16": 2.0, "16bit": 2.0, "fp8": 1.0, "int8": 1
 VLLM_MEMORY_UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of a short text, called per request row
 def version_number(version: str) -> float:
     """'0.14.1' -> 1401.0 (major x 1e4 + minor x 100 + patch), sortable across releases; NaN when unknown."""
     parts = [p for p in str(version or "").split(".") if p]
@@ -59,6 +61,7 @@ def version_number(version: str) -> float:
     return float(numbers[0] * 10**4 + numbers[1] * 100 + numbers[2])
 
 
+@functools.lru_cache(maxsize=4096)
 def vllm_default_max_num_seqs(memory_gb: float, gpu_name: str, engine_version: str) -> int:
     """vLLM's default max_num_seqs for its offline `LLM` class: from the V1 engine (0.9) on, 1024 on GPUs with at
     least 70 GiB that are not an A100 (EngineArgs.get_batch_defaults), else 256."""

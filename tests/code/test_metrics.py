@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from wattgpu.evaluation import metrics
+from wattgpu.evaluation.leaderboard import REPLICA
 
 
 def preds(y_true, y_pred, gpus, llm="m", scen="offline"):
@@ -41,3 +42,21 @@ def test_by_scenario_groups_server_loads():
     assert set(out) == {"offline", "server", "server_low", "server_high"}
     assert out["server"]["n_rows"] == 4 and out["server_high"]["mdape"] == pytest.approx(25.0)
     assert np.isnan(metrics.pearson(preds([1, 1], [1, 2], ["a", "b"])))
+
+
+def test_a_missing_prediction_is_an_error_naming_the_model_and_the_rows():
+    df = preds([100, 100, 100], [110, np.nan, np.nan], ["a", "b", "c"]).assign(model="xgboost", target="power")
+    for metric in (metrics.mdape, metrics.mape, metrics.pearson, metrics.summary, metrics.by_scenario,
+                   lambda d: metrics.kendall(d, "gpu")):
+        with pytest.raises(metrics.MissingPredictions, match=r"model 'xgboost' \(power\): 2 without a prediction of 3"):
+            metric(df)
+    with pytest.raises(metrics.MissingPredictions, match="1 without a measured value"):
+        metrics.mdape(preds([100, np.nan], [100, 100], ["a", "b"]))
+
+
+def test_a_model_declared_partial_is_scored_on_the_rows_it_predicts_and_says_how_many_it_left_out():
+    df = preds([100, 100, 100], [110, np.nan, 130], ["a", "b", "c"]).assign(model=REPLICA)
+    out = metrics.summary(df)
+    assert out["mdape"] == pytest.approx(20.0) and (out["n_rows"], out["n_unpredicted"]) == (2, 1)
+    full = metrics.summary(preds([100, 100], [110, 130], ["a", "c"]))
+    assert full["n_unpredicted"] == 0 and full["mdape"] == out["mdape"]

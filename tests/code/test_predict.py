@@ -215,3 +215,74 @@ def test_the_workload_vocabulary_reaches_the_rows():
     assert (poisson["engine"], poisson["engine_version"], poisson["precision"]) == ("vllm", "0.14.1", "bf16")
     # offline: vLLM's cap on an 80 GB non-A100 (1,024) and the 1,000 requests submitted, the KV cache holds more
     assert one(BY_NAME)["concurrency"] == 1000
+
+
+def test_a_batch_answers_its_good_rows_and_names_every_bad_one():
+    requests = [BY_NAME, {**BY_NAME, "prompt_tokens": -5}, {**BY_NAME, "gpu": "RTX 9999"}, {**BY_NAME, "n_gpus": 2}]
+    batch = fixture_predictor().validate_batch(requests)
+    assert list(batch.accepted) == [0, 3] and batch.rejected == [1, 2] and batch.n == 4
+    assert [(e.row, e.field) for e in batch.errors] == [(1, "prompt_tokens"), (2, "gpu")]
+    out = fixture_predictor().predict(requests)
+    assert len(out) == 4 and out["error"].isna().tolist() == [True, False, False, True]
+    assert out["power_w"].notna().tolist() == [True, False, False, True]
+    assert "field 'prompt_tokens'" in out.loc[1, "error"] and "unknown GPU 'RTX 9999'" in out.loc[2, "error"]
+    with pytest.raises(RequestError) as err:  # all or nothing: every bad row named, the first as row / field
+        validate(requests, GPUS, LLMS)
+    assert (err.value.row, err.value.field) == (1, "prompt_tokens") and "row 2, field 'gpu'" in str(err.value)
+
+
+def test_a_batch_with_no_good_row_raises_listing_every_row():
+    from wattgpu.request import BatchRequestError
+
+    with pytest.raises(BatchRequestError) as err:
+        fixture_predictor().predict([{**BY_NAME, "level": 2}, {**BY_NAME, "scenario": "peak"}])
+    assert [(e.row, e.field) for e in err.value.errors] == [(0, "level"), (1, "scenario")] and err.value.n_rows == 2
+
+
+@pytest.mark.parametrize("request_, field", [
+    ({**BY_NAME, "gpu": None, **GPU_SPEC, "gpu_release_year": 2023.7}, "gpu_release_year"),  # not a whole year
+    ({"gpu": "x1", **LLM_CONFIG, "llm_active_params_b": 9.0, "scenario": "offline"}, "llm_active_params_b"),
+    ({**BY_NAME, "output_tokens": float("nan")}, "output_tokens"),  # explicit NaN outside a frame: an error
+    ({**BY_NAME, "n_gpus": 0}, "n_gpus"),
+    ({**BY_NAME, "gpu": None, **GPU_SPEC, "gpu_name": "my\ncard"}, "gpu_name"),  # one printable line
+    ({**BY_NAME, "gpu": "X" * 5_000_000}, "gpu"),  # far too long: named, and echoed only in part
+])
+def test_nonsense_is_rejected_naming_its_field(request_, field):
+    with pytest.raises(RequestError) as err:
+        validate([request_], GPUS, LLMS)
+    assert err.value.field == field and len(str(err.value)) < 2000
+
+
+def test_a_workload_is_checked_before_any_gpu_is_looked_at():
+    from wattgpu.request import check_workload
+
+    check_workload({"scenario": "server_high", "n_gpus": 2})
+    for w, field in (({"scenario": "offline", "n_gpus": 0}, "n_gpus"), ({"scenario": "offline", "n_gpus": -1}, "n_gpus"),
+                     ({"scenario": "offline", "output_tokens": float("nan")}, "output_tokens")):
+        with pytest.raises(RequestError) as err:
+            check_workload(w)
+        assert err.value.field == field and err.value.row is None
+
+
+def test_mlflow_inputs_and_instances_formats_are_requests():
+    from wattgpu.serving.pyfunc import as_requests
+
+    rows = [{"gpu": np.array("x1"), "llm": np.array("dense8"), "scenario": np.array("offline")}]  # `inputs` records
+    columns = {"gpu": np.array(["x1", "x1"]), "llm": np.array(["dense8"] * 2), "scenario": np.array(["offline"] * 2)}
+    assert list(validate(as_requests(rows), GPUS, LLMS)["gpu"]) == ["FIXTURE GPU X1"]
+    assert list(validate(as_requests(columns), GPUS, LLMS)["gpu"]) == ["FIXTURE GPU X1"] * 2  # `instances`
+    assert len(validate(as_requests({k: v[0] for k, v in columns.items()}), GPUS, LLMS)) == 1  # one request
+
+
+def test_catalog_names_are_one_printable_line_and_json_keys_are_unique(tmp_path):
+    from wattgpu.catalogs.llms import read_config_file
+    from wattgpu.errors import CatalogError
+
+    entry = dict(key="org/a\nb", total_params_b=8.0, active_params_b=8.0, num_layers=32, hidden_size=4096,
+                 family="llama", is_moe=False, **_LLM)
+    with pytest.raises(CatalogError, match="printable"):
+        LlmSpec.from_mapping(entry, "org/a")
+    path = tmp_path / "org--dup.json"
+    path.write_text('{"model_type": "llama", "num_hidden_layers": 32, "num_hidden_layers": 4}')
+    with pytest.raises(CatalogError, match="'num_hidden_layers' appears more than once"):
+        read_config_file(path)

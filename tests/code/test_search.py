@@ -19,17 +19,20 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from wattgpu.config import AlgorithmSpace, Regime, Search, load_params
 from wattgpu.evaluation.metrics import score_groups
 from wattgpu.features import FEATURE_SETS, PHYSICS, engineer
+from wattgpu.modeling import intervals
 from wattgpu.modeling.algorithms import ALGORITHMS, best_record, build_estimator, make_estimator
 from wattgpu.modeling.targets import TARGETS, physics_target
 from wattgpu.modeling.trendboost import TrendBoost
 from wattgpu.search.nested import (
     FoldOutcome,
+    Objective,
     Settings,
     StudyTask,
     all_rows_plan,
     assert_inner_inside,
     inner_folds,
     nested_plan,
+    run_study,
     run_task,
     score,
     select,
@@ -211,6 +214,25 @@ def test_same_seed_same_result_and_a_finished_study_resumes_without_new_trials(r
         assert len(c.trials) == len(a.trials) == 3
 
 
+@pytest.mark.parametrize("algorithm", ["lightgbm", "workload"])
+def test_calibration_reuses_the_chosen_trials_inner_predictions_and_a_refit_gives_the_same_scores(rows, search,
+                                                                                                 tmp_path, algorithm):
+    """`calibration_folds: null` scores the intervals with the chosen trial's own inner-fold predictions; a resumed
+    study (trials run by an earlier process) refits instead: both must give the same calibration."""
+    task = _task(rows, search, tmp_path, algorithm, "reuse")
+    plan = task.plans[0]
+    assert plan.calibrates_on_inner
+    objective = Objective(task.rows, plan.inner, task.target, task.algorithm, task.space, task.settings)
+    best = run_study(task, plan, objective).best_trial
+    params = dict(best.params)
+    feature_set = params.pop("feature_set", task.space.feature_sets[0])
+    reused = intervals.calibrate(None, rows, objective.y, plan.inner, objective.predictions[best.number])
+    refit = intervals.calibrate(lambda: objective.estimator(feature_set, params), rows, objective.y, plan.inner)
+    assert len(reused.scores) == sum(len(f.test) for f in plan.inner) > 0
+    for part in ("scores", "group", "extrapolating"):
+        np.testing.assert_array_equal(getattr(reused, part), getattr(refit, part))
+
+
 def test_build_estimator_round_trips_the_best_json(rows):
     hp = {"linear_scope": "server", "alpha": 2.5, "n_estimators": 60, "learning_rate": 0.1, "num_leaves": 7,
           "min_child_samples": 5, "reg_lambda": 0.01, "colsample_bytree": 0.9}
@@ -232,6 +254,23 @@ def test_search_params_reject_unknown_keys_and_first_trials_off_the_space(search
         AlgorithmSpace.model_validate(bad)
     with pytest.raises(ValueError):
         Search.model_validate({**raw, "profile": "enormous"})
+
+
+def test_a_profile_may_search_fewer_algorithms_but_never_unknown_ones_or_without_the_default(search):
+    raw = search.model_dump(mode="json")
+    profile = raw["profile"]
+
+    def with_algorithms(names):
+        profiles = {**raw["profiles"], profile: {**raw["profiles"][profile], "algorithms": names}}
+        return Search.model_validate({**raw, "profiles": profiles})
+
+    assert list(with_algorithms(["lightgbm", "workload"]).candidates) == [
+        a for a in raw["algorithms"] if a in ("lightgbm", "workload")]
+    assert list(with_algorithms(None).candidates) == list(raw["algorithms"])
+    with pytest.raises(ValueError, match="not in `algorithms`"):
+        with_algorithms(["workload", "catboost"])
+    with pytest.raises(ValueError, match="default_algorithm"):
+        with_algorithms(["lightgbm"])
 
 
 def test_compare_scores_every_model_on_the_same_outer_test_rows_and_the_leaderboard_reads_it(rows):

@@ -1,11 +1,15 @@
-"""A real `mlflow models serve` on 127.0.0.1 answering the registered champion: good requests get 200 and W,
-bad ones a clean 400 that names the field. The server is stopped by its process group in every case."""
+"""Real servers on 127.0.0.1 answering the registered champions: `mlflow models serve` for the power model (good
+requests get 200 and W, bad ones a clean 400 that names the field), and the endpoint `make serve` starts
+(serving.app: power and ITL in one answer, equal to the in-process Predictor's; malformed CSV, Parquet and JSON
+bodies get a one-line 4xx without a stack trace). Servers are stopped by their process group in every case."""
 
 from __future__ import annotations
 
 import json
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from wattgpu import tracking
@@ -32,12 +36,13 @@ BAD = {  # name: (body, the field the answer must name)
 
 
 @pytest.fixture(scope="module")
-def server(pipeline, tmp_path_factory):
+def published(pipeline, tmp_path_factory):
+    """Both targets' champions published to a fresh MLflow store (its URI), the way the register stage does."""
     from wattgpu.config import Regime, load_params
     from wattgpu.evaluation.runner import target_rows
-    from wattgpu.modeling.algorithms import best_record, build_estimator
+    from wattgpu.registry import Configuration
     from wattgpu.search.nested import inner_folds
-    from wattgpu.stages.register import Candidate, catalogs, publish, training_table
+    from wattgpu.stages.register import Candidate, catalogs, gate, publish, training_table
 
     tmp = tmp_path_factory.mktemp("serving")
     mp = pytest.MonkeyPatch()
@@ -52,18 +57,27 @@ def server(pipeline, tmp_path_factory):
               "min_child_samples": 5, "reg_lambda": 0.01, "colsample_bytree": 1.0}
         for target in ("itl", "power"):
             rows = target_rows(table, target).groupby(["source", "gpu"]).head(40).reset_index(drop=True)
-            best = best_record(target, "workload", "workload", hp, regime="logo", offline_batch=256.0,
-                               load_rho=dict(params.evaluate.load_rho), inner_score=5.0,
-                               nested_mdape={"offline": 5.0, "server": 15.0})
-            cand = Candidate(build_estimator(best, seed=0), "test", "workload", "workload", hp, "logo", 5.0, 15.0,
-                             None, False)
+            config = Configuration(target, "workload", "workload", hp,
+                                   {"offline_batch": 256.0, "load_rho": dict(params.evaluate.load_rho)}, None, False)
+            cand = Candidate("test", config, "logo", 5.0, 15.0)  # FIXTURE nested figures: recorded, never compared
             folds = inner_folds(rows, Regime(kind="logo"), 3, seed=0)  # calibration: GPU groups held out
             publish(target, rows, cand, Registry(), tmp / "models" / target, catalogs(pipeline),
-                    {"offline_batch": 256.0}, folds)
-        with Server("models:/wattgpu-power@champion", tracking.tracking_uri()) as srv:
-            yield srv
+                    {"offline_batch": 256.0}, gate(target, rows, cand, params), folds)
+        yield tracking.tracking_uri()
     finally:
         mp.undo()
+
+
+@pytest.fixture(scope="module")
+def server(published):
+    with Server("models:/wattgpu-power@champion", published) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def champions(published):
+    with Server.champions(published) as srv:
+        yield srv
 
 
 def post(server, body):
@@ -110,3 +124,63 @@ def test_a_bad_request_gets_a_clean_400_naming_the_field(server, case):
 def test_empty_or_malformed_bodies_get_a_clean_400(server, raw):
     r = server.post_raw(raw)
     assert r.status_code == 400 and "Traceback" not in r.text and "stack_trace" not in r.json()
+
+
+def test_the_served_champions_answer_power_and_itl_as_the_predictor_does(champions, published):
+    from wattgpu.serving.app import champion_uris, load_champions
+
+    requests = [{**H100, "scenario": "offline"}, {**H100, "scenario": "server_high", "level": 0.9},
+                {**SPEC, "scenario": "server_low"}, {**H100, "concurrency": 8, "n_gpus": 2}]
+    r = post(champions, requests)
+    assert r.status_code == 200, r.text
+    served = pd.DataFrame(r.json()["predictions"])
+    expected = load_champions(champion_uris()).unwrap_python_model().predictor_.predict(requests)
+    for column in ("power_w", "power_w_lo", "power_w_hi", "itl_s", "itl_s_lo", "itl_s_hi", "concurrency", "level"):
+        np.testing.assert_allclose(served[column].to_numpy(float), expected[column].to_numpy(float), rtol=1e-9,
+                                   err_msg=column)
+    assert served["gpu"].tolist() == expected["gpu"].tolist()
+    assert (served["itl_s"] > 0).all() and (served["power_w"] > 0).all()
+
+
+def test_the_served_champions_take_csv_and_parquet(champions):
+    frame = pd.DataFrame([{**H100, "scenario": "offline"}, {**H100, "scenario": "server_low"}])
+    by_json = post(champions, frame.to_dict("records")).json()["predictions"]
+    for body, kind in ((frame.to_csv(index=False), "text/csv"), (frame.to_parquet(), PARQUET)):
+        r = champions.post_raw(body, kind)
+        assert r.status_code == 200, r.text
+        assert [p["power_w"] for p in r.json()["predictions"]] == pytest.approx([p["power_w"] for p in by_json])
+
+
+PARQUET = "application/vnd.apache.parquet"
+MALFORMED = {  # name: (body, content type, what the one-line message must say)
+    "CSV with an open quote": ('gpu,llm\n"NVIDIA H100 NVL,x\n', "text/csv", "CSV"),
+    "CSV with ragged rows": ("gpu,llm,scenario\na,b,c\nd,e,f,g,h\n", "text/csv", "CSV"),
+    "CSV not UTF-8": (b"gpu,llm\n\xff\xfe,\x80\n", "text/csv", "UTF-8"),
+    "Parquet that is not": (b"PAR1 this is not a parquet file", PARQUET, "Parquet"),
+    "truncated Parquet": (None, PARQUET, "Parquet"),
+    "JSON cut short": ('{"dataframe_records": [{"gpu": "NVIDIA', "application/json", "not valid JSON"),
+    "JSON with a trailing comma": ('{"dataframe_records": [{"gpu": "x"},]}', "application/json", "not valid JSON"),
+    "JSON duplicate key": ('{"dataframe_records": [{"gpu": "NVIDIA H100 NVL", "gpu": "RTX 4090", "llm": "x", '
+                           '"scenario": "offline"}]}', "application/json", "duplicate JSON key 'gpu'"),
+    "JSON not UTF-8": (b'{"dataframe_records": [{"gpu": "\xff"}]}', "application/json", "UTF-8"),
+    "JSON nested too deep": ("[" * 100_000 + "]" * 100_000, "application/json", "JSON"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_bodies_get_a_one_line_4xx_without_a_stack_trace(champions, case):
+    body, kind, says = MALFORMED[case]
+    if body is None:
+        body = pd.DataFrame([{**H100, "scenario": "offline"}]).to_parquet()[:-20]
+    r = champions.post_raw(body, kind)
+    assert 400 <= r.status_code < 500, r.text
+    answer = r.json()
+    assert "stack_trace" not in answer and "Traceback" not in r.text
+    assert says in answer["message"] and "\n" not in answer["message"] and len(answer["message"]) <= 500
+
+
+def test_a_body_over_the_cap_is_refused_before_it_is_read(champions):
+    from wattgpu.serving.app import MAX_BODY_BYTES
+
+    r = champions.post_raw(b" " * (MAX_BODY_BYTES + 1))
+    assert r.status_code == 413 and "split the batch" in r.json()["message"]

@@ -25,7 +25,10 @@ def validate_entry(model: type[M], d: Mapping[str, Any], entry: str) -> M:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "<entry>"
-        raise CatalogError(entry, field, err["msg"]) from None
+        problem = err["msg"]
+        if err["type"] == "string_pattern_mismatch":  # fields.PRINTABLE
+            problem = "must be printable text on one line (no newline or other control character)"
+        raise CatalogError(entry, field, problem) from None
 
 
 def normalize_name(name: str) -> str:
@@ -83,6 +86,15 @@ class NamedCatalog(Generic[S]):
 
     def get(self, name: str) -> S:
         return self._by_key[self.resolve(name)]
+
+    def field_table(self, fields: tuple[str, ...]) -> pd.DataFrame:
+        """Entry key -> the given fields (None: NaN), one row per entry; built once per field list (a catalog
+        never changes), so that a batch of requests looks its entries up in one step."""
+        tables = self.__dict__.setdefault("_field_tables", {})
+        if fields not in tables:
+            tables[fields] = pd.DataFrame([[getattr(s, f) for f in fields] for s in self._specs], index=self.keys,
+                                          columns=list(fields))
+        return tables[fields]
 
     def with_spec(self, spec: S):
         """A new catalog with `spec` appended (its key and aliases must be new)."""

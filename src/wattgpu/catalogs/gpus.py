@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from wattgpu import paths
 from wattgpu.catalogs.base import NamedCatalog, normalize_name, validate_entry  # noqa: F401 (re-exported)
 from wattgpu.errors import CatalogError
-from wattgpu.fields import GPU_SPEC
+from wattgpu.fields import GPU_SPEC, name_field
 
 FormFactor = Literal["SXM", "PCIe", "OAM", "superchip"]
 _LIST_FIELDS = ("aliases", "source_urls")
@@ -28,7 +28,7 @@ class GpuSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    key: str = Field(min_length=1)  # canonical name: what NVML (or the vendor's SMI) reports
+    key: str = name_field()  # canonical name: what NVML (or the vendor's SMI) reports
     display_name: str = Field(min_length=1)
     vendor: str = Field(min_length=1)
     architecture: str = Field(min_length=1)

@@ -33,7 +33,7 @@ from wattgpu.catalogs.hf_config import (
     present,
 )
 from wattgpu.errors import CatalogError, UnknownNameError
-from wattgpu.fields import LLM_CONFIG
+from wattgpu.fields import LLM_AT_MOST, LLM_CONFIG, name_field
 
 TABLE_SOURCE = "wattgpu-catalogs/model_features.csv"
 MISMATCH_THRESHOLD = 0.10  # relative gap between computed and published counts worth reporting
@@ -52,7 +52,7 @@ class LlmSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    key: str = Field(min_length=1)
+    key: str = name_field()
     total_params_b: float = LLM_CONFIG["total_params_b"].field()
     active_params_b: float = LLM_CONFIG["active_params_b"].field()  # per token; equals total for dense models
     num_layers: int = LLM_CONFIG["num_layers"].field()  # decoder layers (an encoder-decoder's encoder is not counted here)
@@ -78,20 +78,16 @@ class LlmSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> LlmSpec:
-        if self.active_params_b > self.total_params_b * (1 + 1e-9):
-            raise ValueError(f"active_params_b {self.active_params_b} exceeds total_params_b {self.total_params_b}")
+        for lo, hi in LLM_AT_MOST:
+            a, b = getattr(self, lo), getattr(self, hi)
+            if a is not None and b is not None and a > b * (1 + 1e-9):
+                raise ValueError(f"{lo} {a} exceeds {hi} {b}")
         if not self.is_moe and not math.isclose(self.active_params_b, self.total_params_b, rel_tol=1e-9):
             raise ValueError("a dense model has active_params_b == total_params_b")
         if self.num_attention_heads is None and self.num_kv_heads is not None:
             raise ValueError("num_kv_heads is set but num_attention_heads is not")
         if self.num_attention_heads is not None and self.num_kv_heads is None:
             raise ValueError("num_kv_heads is missing (use num_attention_heads for multi-head attention)")
-        if self.num_kv_heads is not None and self.num_attention_heads is not None:
-            if self.num_kv_heads > self.num_attention_heads:
-                raise ValueError(f"num_kv_heads {self.num_kv_heads} > num_attention_heads {self.num_attention_heads}")
-        if self.experts_per_token is not None and self.num_experts is not None:
-            if self.experts_per_token > self.num_experts:
-                raise ValueError(f"experts_per_token {self.experts_per_token} > num_experts {self.num_experts}")
         if any(not a.strip() for a in self.aliases):
             raise ValueError("aliases must be non-empty strings")
         return self
@@ -285,6 +281,17 @@ def load_published_params(path: Path | str) -> dict[str, PublishedCount]:
     return out
 
 
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads(..., object_pairs_hook=unique_keys)`: a key given twice in one object is an error, not "the
+    last one wins"."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"key {k!r} appears more than once in one JSON object")
+        out[k] = v
+    return out
+
+
 def key_from_filename(path: Path) -> str:
     """`<org>--<name>.json` -> `<org>/<name>`."""
     org, sep, name = path.stem.partition("--")
@@ -296,9 +303,11 @@ def key_from_filename(path: Path) -> str:
 def read_config_file(path: Path) -> tuple[str, dict[str, Any]]:
     key = key_from_filename(path)
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_keys)
     except json.JSONDecodeError as exc:
         raise CatalogError(key, "<file>", f"{path.name} is not valid JSON: {exc}") from None
+    except ValueError as exc:  # a key given twice
+        raise CatalogError(key, "<file>", f"{path.name}: {exc}") from None
     if not isinstance(config, dict):
         raise CatalogError(key, "<file>", f"{path.name} must hold a JSON object")
     unknown = [k for k in config if k.startswith("_wattgpu") and k not in (NOTE_KEY, ALIASES_KEY)]

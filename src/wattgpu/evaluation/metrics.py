@@ -1,6 +1,9 @@
 """Metrics: MdAPE, MAPE, Pearson r, Kendall tau of GPU and LLM rankings, top-k of the least-power GPU.
 
-All take a frame with `y_true`, `y_pred` (natural units), `gpu`, `llm`, `scenario_label`.
+All take a frame with `y_true`, `y_pred` (natural units), `gpu`, `llm`, `scenario_label` (and `model`, `target`
+where it is a slice of a predictions frame). Every model is scored on every row it is given: a missing (NaN)
+prediction is an error naming the model and how many rows, except for the models in PARTIAL, which predict a
+declared subset of rows by design (their figures count the rows left out, `n_unpredicted`).
 Ranking metrics average replicates first, then rank within each group, then average tau over groups
 (as the paper does).
 """
@@ -11,7 +14,42 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau, pearsonr
 
+from wattgpu.errors import WattgpuError
+from wattgpu.evaluation.leaderboard import REPLICA
 from wattgpu.workload import SCENARIO_GROUPS
+
+# Models that predict only some rows by design, and which (NaN elsewhere): the search scores them beside the
+# learned models on the same outer folds. Every other model must predict every row it is scored on.
+PARTIAL = {
+    REPLICA: "its own source's dense LLMs (params.yaml evaluate.source, evaluate.replica.dense_only)",
+    "load_scaled_tdp": "the paper's load presets (evaluate.load_rho)",
+    "roofline": "the paper's load presets",
+}
+
+
+class MissingPredictions(WattgpuError, ValueError):
+    """A model without a prediction (or a row without a measured value) where every row must be scored."""
+
+
+def scored(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows `df` is scored on: all of them, or for a PARTIAL model the rows it predicts. A missing prediction of
+    any other model, or a missing measured value, raises MissingPredictions naming the model and how many rows."""
+    no_pred, no_true = df["y_pred"].isna(), df["y_true"].isna()
+    if not (no_pred.any() or no_true.any()):
+        return df
+    model = _label(df, "model") or "(unnamed)"
+    if model in PARTIAL and not no_true.any():
+        return df[~no_pred]
+    what = [f"{int(n.sum())} {label}" for n, label in ((no_pred, "without a prediction"),
+                                                       (no_true, "without a measured value")) if n.any()]
+    target = _label(df, "target")
+    raise MissingPredictions(
+        f"model {model!r}{f' ({target})' if target else ''}: {' and '.join(what)} of {len(df)} rows; every model is "
+        f"scored on every row it is given (only {', '.join(sorted(PARTIAL))} predict a declared subset)")
+
+
+def _label(df: pd.DataFrame, column: str) -> str:
+    return ", ".join(map(str, pd.unique(df[column]))) if column in df else ""
 
 
 def ape(df: pd.DataFrame) -> pd.Series:
@@ -19,17 +57,17 @@ def ape(df: pd.DataFrame) -> pd.Series:
 
 
 def mdape(df: pd.DataFrame) -> float:
-    d = df.dropna(subset=["y_true", "y_pred"])
+    d = scored(df)
     return float(np.median(ape(d))) if len(d) else float("nan")
 
 
 def mape(df: pd.DataFrame) -> float:
-    d = df.dropna(subset=["y_true", "y_pred"])
+    d = scored(df)
     return float(np.mean(ape(d))) if len(d) else float("nan")
 
 
 def pearson(df: pd.DataFrame) -> float:
-    d = df.dropna(subset=["y_true", "y_pred"])
+    d = scored(df)
     if len(d) < 2 or d["y_true"].std() == 0 or d["y_pred"].std() == 0:
         return float("nan")
     return float(pearsonr(d["y_true"], d["y_pred"])[0])
@@ -37,9 +75,8 @@ def pearson(df: pd.DataFrame) -> float:
 
 def _ranking_groups(df: pd.DataFrame, over: str):
     within = ["llm", "scenario_label"] if over == "gpu" else ["gpu", "scenario_label"]
-    agg = df.groupby([*within, over], dropna=False)[["y_true", "y_pred"]].mean().reset_index()
+    agg = scored(df).groupby([*within, over], dropna=False)[["y_true", "y_pred"]].mean().reset_index()
     for _, g in agg.groupby(within, dropna=False):
-        g = g.dropna(subset=["y_true", "y_pred"])
         if len(g) >= 2:
             yield g
 
@@ -68,15 +105,17 @@ def top_k(df: pd.DataFrame, k: int, over: str = "gpu") -> float:
 
 
 def summary(df: pd.DataFrame) -> dict[str, float]:
+    d = scored(df)
     return {
-        "mdape": mdape(df),
-        "mape": mape(df),
-        "pearson_r": pearson(df),
-        "gpu_tau": kendall(df, "gpu"),
-        "llm_tau": kendall(df, "llm"),
-        "top1_gpu": top_k(df, 1),
-        "top3_gpu": top_k(df, 3),
-        "n_rows": int(df.dropna(subset=["y_true", "y_pred"]).shape[0]),
+        "mdape": mdape(d),
+        "mape": mape(d),
+        "pearson_r": pearson(d),
+        "gpu_tau": kendall(d, "gpu"),
+        "llm_tau": kendall(d, "llm"),
+        "top1_gpu": top_k(d, 1),
+        "top3_gpu": top_k(d, 3),
+        "n_rows": len(d),
+        "n_unpredicted": len(df) - len(d),  # rows a PARTIAL model does not predict (0 for every other model)
     }
 
 

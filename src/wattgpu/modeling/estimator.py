@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from sklearn import config_context
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.compose import ColumnTransformer
 from sklearn.impute import SimpleImputer
@@ -52,16 +53,25 @@ class TargetRegressor(RegressorMixin, BaseEstimator):
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
         check_is_fitted(self, "pipeline_")
-        z = self.pipeline_.predict(self._frame(rows))
+        frame = self._frame(rows)
+        # fit validated the parameters and the imputers handle NaN: a request need not pay for the checks again
+        with config_context(assume_finite=True, skip_parameter_validation=True):
+            z = self.pipeline_.predict(frame)
         return self.target.decode(rows, z)
 
     def _frame(self, rows: pd.DataFrame) -> pd.DataFrame:
-        frame = rows.loc[:, self.features.columns].copy()
-        for col in self.features.categorical:
-            frame[col] = frame[col].astype(str)
-        for col in self.features.numeric:
-            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
-        return frame
+        """The feature columns, numeric ones as float (anything unparseable NaN), categorical ones as text; built in
+        one go (column by column assignment into a copy cost more than the model's own prediction)."""
+        numeric, columns = set(self.features.numeric), {}
+        for col in self.features.columns:
+            values = rows[col]
+            if col not in numeric:
+                columns[col] = values.astype(str)
+            elif isinstance(values.dtype, np.dtype) and values.dtype.kind in "fiub":
+                columns[col] = values.to_numpy(dtype=float)
+            else:
+                columns[col] = pd.to_numeric(values, errors="coerce").astype(float).to_numpy()
+        return pd.DataFrame(columns, index=rows.index)
 
     def feature_importances(self) -> pd.Series:
         model = self.pipeline_.named_steps["model"]

@@ -144,15 +144,19 @@ def coverage_summary(y_true, lo, hi, y_pred) -> dict[str, float]:
             "abstained": float((~has).mean()) if n else float("nan"), "n_rows": int(n)}
 
 
-def calibrate(make_estimator, rows: pd.DataFrame, y_true: np.ndarray, folds) -> Calibration:
+def calibrate(make_estimator, rows: pd.DataFrame, y_true: np.ndarray, folds, predictions=None) -> Calibration:
     """Scores from group folds: per fold, a fresh `make_estimator()` fitted on `fold.train` predicts `fold.test`
-    (positions in `rows`); a row's extrapolation state is judged against its own fold's training ranges."""
+    (positions in `rows`); a row's extrapolation state is judged against its own fold's training ranges.
+    `predictions`: those per-fold predictions where they were already made (no fit then)."""
     parts = []
     y_true = np.asarray(y_true, dtype=float)
-    for fold in folds:
+    for i, fold in enumerate(folds):
         train, test = rows.iloc[fold.train], rows.iloc[fold.test]
-        with np.errstate(over="ignore", invalid="ignore"):
-            pred = np.asarray(make_estimator().fit(train).predict(test), dtype=float)
+        if predictions is not None:
+            pred = np.asarray(predictions[i], dtype=float)
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                pred = np.asarray(make_estimator().fit(train).predict(test), dtype=float)
         extrap = extrapolating(test, coverage.training_ranges(train))
         parts.append(Calibration.from_predictions(test, y_true[fold.test], pred, extrap))
     return Calibration.concat(parts)

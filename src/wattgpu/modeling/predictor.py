@@ -4,6 +4,7 @@ requests -> validate (once) -> features -> models -> derived outputs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -11,16 +12,28 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.features import engineer
+from wattgpu.features import engineer, with_concurrency
 from wattgpu.modeling import coverage, intervals
-from wattgpu.request import RequestError, validate
+from wattgpu.request import RequestError, Validated, validate, validate_batch
 from wattgpu.workload import vllm_default_max_num_seqs
 
 OUTPUT_COLUMNS = ("power_w", "itl_s", "itl_ms", "tokens_per_s", "system_tokens_per_s", "energy_per_token_j",
                   "concurrency", "overloaded")
 BOUNDED = ("power_w", "itl_s", "itl_ms", "system_tokens_per_s", "energy_per_token_j")  # each gets _lo and _hi
 INTERVAL_COLUMNS = ("level", *(f"{c}_{end}" for c in BOUNDED for end in ("lo", "hi")), "interval")
+MAX_CACHED_LEVELS = 100  # interval half-width tables kept per Predictor (a request may ask for any level)
 FIXED_POINT_STEPS = 40  # iterations of requests-in-flight = rate x output tokens x ITL(requests in flight)
+
+
+def _demand(rows: pd.DataFrame) -> np.ndarray:
+    """Generated tokens a Poisson load asks for per second: rate x output tokens per request."""
+    return (rows["request_rate_per_s"] * rows["output_tokens_mean"]).to_numpy(dtype=float)
+
+
+def _cap(rows: pd.DataFrame) -> np.ndarray:
+    """The engine's cap on requests in flight (vLLM's default max_num_seqs) per row."""
+    return np.array([vllm_default_max_num_seqs(m, g, v) for m, g, v in
+                     zip(rows["gpu_memory_gb"], rows["gpu"], rows["engine_version"])], dtype=float)
 
 
 def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray) -> pd.DataFrame:
@@ -58,55 +71,70 @@ class Predictor:
     idle_power_w: Mapping[str, float] = field(default_factory=dict)
     calibration: dict[str, intervals.Calibration] = field(default_factory=dict)  # target -> conformal scores
     training_ranges: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # target -> its rows' ranges
+    _widths: dict[tuple[str, float], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def validate(self, requests) -> pd.DataFrame:
         """Canonical rows (request.validate) against the models' catalogs; raises RequestError naming row and field."""
         return validate(requests, self.gpus, self.llms)
+
+    def validate_batch(self, requests) -> Validated:
+        """The good requests' canonical rows and every bad row's errors (request.validate_batch)."""
+        return validate_batch(requests, self.gpus, self.llms)
 
     def features(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Validated rows with the measured idle power of catalog GPUs and every engineered feature."""
         rows = rows.assign(gpu_idle_power_w=rows["gpu"].map(dict(self.idle_power_w)).astype(float))
         return engineer(rows, offline_batch=self.offline_batch)
 
-    def _itl(self, rows: pd.DataFrame) -> np.ndarray:
-        return np.asarray(self.models["itl"].predict(self.features(rows)), dtype=float)
+    def _itl(self, featured: pd.DataFrame) -> np.ndarray:
+        return np.asarray(self.models["itl"].predict(featured), dtype=float)
 
-    def solve_concurrency(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """Rows with Poisson arrivals get the requests in flight their rate implies, by Little's law: the fixed
-        point of C = rate x output tokens x ITL(C), found by iteration from one request (ITL never falls as C rises,
-        so the iteration climbs to the smallest fixed point). Where it passes the engine's cap (vLLM's default
-        max_num_seqs), the arrivals outpace the replica: C is the cap and the row is flagged `overloaded`."""
-        rows = rows.assign(overloaded=False)
-        todo = rows["concurrency"].isna().to_numpy() & rows["request_rate_per_s"].notna().to_numpy()
+    def solve_concurrency(self, featured: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+        """Featured rows with Poisson arrivals get the requests in flight their rate implies, by Little's law: the
+        fixed point of C = rate x output tokens x ITL(C), found by iteration from zero requests (ITL never falls as C
+        rises, so the iteration climbs to the smallest fixed point), capped by the engine's cap (vLLM's default
+        max_num_seqs). Each step recomputes only the features that depend on C (features.with_concurrency) and
+        predicts only the rows that have not converged. Returns the rows at their C and ITL(C) where the last step
+        predicted it (NaN elsewhere), so that it is not predicted again."""
+        todo = featured["concurrency"].isna().to_numpy() & featured["request_rate_per_s"].notna().to_numpy()
+        itl = np.full(len(featured), np.nan)
         if not todo.any():
-            return rows
+            return featured, itl
         if "itl" not in self.models:
             raise RequestError(int(np.flatnonzero(todo)[0]), "concurrency",
                                "a Poisson load's requests in flight come from the ITL model, which this power model "
                                "was served without: give `concurrency` (requests in flight), or serve it beside the "
                                "ITL model")
-        sub = rows[todo].copy()
-        demand = (sub["request_rate_per_s"] * sub["output_tokens_mean"]).to_numpy(dtype=float)
-        cap = np.array([vllm_default_max_num_seqs(m, g, v) for m, g, v in
-                        zip(sub["gpu_memory_gb"], sub["gpu"], sub["engine_version"])], dtype=float)
-        c = np.zeros(len(sub))
+        sub = featured[todo]
+        demand, cap = _demand(sub), _cap(sub)
+        c, at_c = np.zeros(len(sub)), np.full(len(sub), np.nan)
+        active = np.arange(len(sub))
         for _ in range(FIXED_POINT_STEPS):
-            new = np.minimum(demand * self._itl(sub.assign(concurrency=c)), cap)
-            if np.allclose(new, c, rtol=1e-4, atol=1e-9):
+            at_c[active] = self._itl(with_concurrency(sub.iloc[active], c[active]))
+            new = np.minimum(demand[active] * at_c[active], cap[active])
+            moving = ~np.isclose(new, c[active], rtol=1e-4, atol=1e-9)
+            c[active[moving]], at_c[active[moving]] = new[moving], np.nan  # ITL at the new C is not known yet
+            active = active[moving]
+            if not len(active):
                 break
-            c = new
-        sub["concurrency"] = c
-        sub["overloaded"] = demand * self._itl(sub) > cap * (1 + 1e-6)
-        rows.loc[todo, ["concurrency", "overloaded"]] = sub[["concurrency", "overloaded"]].to_numpy()
-        rows["overloaded"] = rows["overloaded"].astype(bool)
-        return rows
+        concurrency = featured["concurrency"].to_numpy(dtype=float, copy=True)
+        concurrency[todo], itl[todo] = c, at_c
+        return with_concurrency(featured, concurrency), itl
 
     def predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """Predictions for validated rows: gpu, llm, scenario and OUTPUT_COLUMNS."""
-        rows = self.features(self.solve_concurrency(rows))
+        """Predictions for validated rows: gpu, llm, scenario and OUTPUT_COLUMNS. A Poisson row is `overloaded`
+        where its arrivals outpace the replica at the engine's cap (its requests in flight are then the cap)."""
+        rows, itl = self.solve_concurrency(self.features(rows))
         nan = np.full(len(rows), np.nan)
         power = np.asarray(self.models["power"].predict(rows), dtype=float) if "power" in self.models else nan
-        itl = np.asarray(self.models["itl"].predict(rows), dtype=float) if "itl" in self.models else nan
+        unknown = np.isnan(itl)
+        if "itl" in self.models and unknown.any():
+            itl[unknown] = self._itl(rows[unknown])
+        overloaded = rows["request_rate_per_s"].notna().to_numpy()
+        if overloaded.any():
+            overloaded[overloaded] = (_demand(rows[overloaded]) * itl[overloaded]
+                                      > _cap(rows[overloaded]) * (1 + 1e-6))
+        rows = rows.assign(overloaded=overloaded)
         out = derived_outputs(rows, power, itl)
         out = pd.concat([out, self.intervals(rows, out)], axis=1)
         out.insert(0, "gpu", rows["gpu"].to_numpy())
@@ -130,9 +158,11 @@ class Predictor:
             cal = self.calibration.get(target)
             if cal is not None and target in self.models:
                 extrap = coverage.outside_mask(rows, self.training_ranges.get(target, {}))
+                y = point[column].to_numpy(float)
                 for lv in np.unique(level):
                     at = level == lv
-                    lo[at], hi[at] = intervals.bounds(cal, point[column].to_numpy(float)[at], group[at], extrap[at], lv)
+                    q = self._half_widths(target, float(lv))[group[at] * 2 + extrap[at]]
+                    lo[at], hi[at] = (np.where(np.isfinite(q), y[at] * np.exp(sign * q), np.nan) for sign in (-1, 1))
                 for i in np.flatnonzero(extrap):
                     notes[i].append(f"{target} wider: extrapolating")
                 for i in np.flatnonzero(~np.isfinite(lo) & np.isfinite(point[column].to_numpy(float))):
@@ -152,5 +182,36 @@ class Predictor:
         frame["interval"] = ["; ".join(sorted(set(n_))) for n_ in notes]
         return frame[list(INTERVAL_COLUMNS)]
 
+    def _half_widths(self, target: str, level: float) -> np.ndarray:
+        """The log-scale half-width at `level` per (workload group, extrapolating) bin, index group x 2 +
+        extrapolating (intervals.half_widths; inf: abstain). Fitted once per target and level, not per request."""
+        key = (target, level)
+        if key not in self._widths:
+            if len(self._widths) > MAX_CACHED_LEVELS:  # levels come from requests: keep the cache bounded
+                self._widths.clear()
+            bins = np.arange(2 * len(intervals.WORKLOAD_GROUPS))
+            self._widths[key] = intervals.half_widths(self.calibration[target], bins // 2, bins % 2 == 1, level)
+        return self._widths[key]
+
     def predict(self, requests) -> pd.DataFrame:
-        return self.predict_rows(self.validate(requests))
+        """One answer per request, in input order: a rejected row has null predictions and its `error` (null on
+        answered rows). Raises BatchRequestError, naming every row's error, only when no row can be answered."""
+        batch = self.validate_batch(requests)
+        if not len(batch.rows):
+            raise batch.error()
+        return batch.answers(self.predict_rows(batch.rows))
+
+
+def joined(power: Predictor, itl: Predictor) -> Predictor:
+    """`power`'s power model with `itl`'s ITL model (each target's own champion), one Predictor for both: the ITL
+    model also solves a Poisson load's requests in flight for the power model."""
+    if power.offline_batch != itl.offline_batch:
+        raise ValueError(f"the models disagree on offline_batch ({power.offline_batch} vs {itl.offline_batch}): "
+                         "retrain together")
+
+    def both(name: str) -> dict:
+        return {**{k: v for k, v in getattr(power, name).items() if k != "itl"},
+                **{k: v for k, v in getattr(itl, name).items() if k == "itl"}}
+
+    return dataclasses.replace(power, models=both("models"), versions=both("versions"),
+                               calibration=both("calibration"), training_ranges=both("training_ranges"), _widths={})

@@ -13,6 +13,7 @@ Layout of a model folder:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ import joblib
 
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
+from wattgpu.errors import WattgpuError
 from wattgpu.modeling.intervals import Calibration
 from wattgpu.modeling.predictor import Predictor
 from wattgpu.workload import OFFLINE_MAX_NUM_SEQS
@@ -51,17 +53,70 @@ def save_model_dir(path: Path, estimator, gpus_file: Path, llms_file: Path, meta
 
 
 def load_calibration(path: Path) -> Calibration | None:
-    file = Path(path) / CALIBRATION
-    return Calibration.from_json(json.loads(file.read_text())) if file.exists() else None
+    if not (Path(path) / CALIBRATION).exists():
+        return None
+    with _reading(Path(path), CALIBRATION) as file:
+        return Calibration.from_json(json.loads(file.read_text()))
+
+
+class ModelFolderError(WattgpuError):
+    """A model folder that is missing, incomplete or unreadable; says how to get a good one back."""
+
+    def __init__(self, path: Path, problem: str):
+        self.path = Path(path)
+        super().__init__(f"model folder {path}: {problem}; rebuild it with `make run` (or `dvc repro -s register`), "
+                         "or restore the last one built here with `dvc checkout`")
+
+
+@contextlib.contextmanager
+def _reading(path: Path, name: str):
+    """Any failure to read back `name`, a file save_model_dir wrote, is a ModelFolderError naming it."""
+    if not (path / name).is_file():
+        raise ModelFolderError(path, f"{name} missing" if path.is_dir() else "not found")
+    try:
+        yield path / name
+    except WattgpuError as exc:
+        raise ModelFolderError(path, f"{name} is invalid ({_one_line(exc)})") from None
+    except Exception as exc:  # noqa: BLE001 - a truncated file, a file of another format, ...: corruption
+        detail = _one_line(exc)
+        raise ModelFolderError(path, f"{name} is unreadable ({type(exc).__name__}{': ' + detail if detail else ''})"
+                               ) from None
+
+
+def _one_line(exc: Exception, limit: int = 200) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def read_meta(path: Path) -> dict:
+    with _reading(Path(path), META) as file:
+        meta = json.loads(file.read_text())
+        if not isinstance(meta, dict):
+            raise TypeError(f"holds a JSON {type(meta).__name__}, not an object")
+        return meta
+
+
+def read_catalogs(path: Path):
+    """(gpus, llms): the catalogs a model folder was trained with."""
+    path = Path(path)
+    with _reading(path, GPUS) as file:
+        gpus = load_gpu_catalog(file)
+    with _reading(path, LLMS) as file:
+        llms = load_llm_catalog(file)
+    return gpus, llms
 
 
 def load_model_dir(path: Path):
-    """(estimator, meta, gpus, llms) from a folder written by save_model_dir."""
+    """(estimator, meta, gpus, llms) from a folder written by save_model_dir; ModelFolderError when it is missing,
+    incomplete or unreadable, naming the file."""
     path = Path(path)
-    meta = json.loads((path / META).read_text())
-    estimator = joblib.load(path / ESTIMATOR)
+    meta = read_meta(path)
+    with _reading(path, ESTIMATOR) as file:
+        estimator = joblib.load(file)
+        if not hasattr(estimator, "predict"):
+            raise TypeError(f"holds a {type(estimator).__name__}, not a fitted model")
     _predict_on_one_thread(estimator)
-    return estimator, meta, load_gpu_catalog(path / GPUS), load_llm_catalog(path / LLMS)
+    return (estimator, meta, *read_catalogs(path))
 
 
 def _predict_on_one_thread(estimator) -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from wattgpu import paths
-from wattgpu.catalogs.gpus import GpuCatalog, load_gpu_catalog
-from wattgpu.catalogs.llms import LlmCatalog, load_llm_catalog
+from wattgpu.catalogs.gpus import GpuCatalog
+from wattgpu.catalogs.llms import LlmCatalog
 from wattgpu.errors import WattgpuError
 from wattgpu.modeling import coverage
-from wattgpu.modeling.store import GPUS, LLMS, META, TARGET_DIRS
+from wattgpu.modeling.store import META, TARGET_DIRS, read_catalogs, read_meta
 
 NEAR_TARGET = 0.10  # close call: predicted ITL this near the target (when meta.json has no LOGO server MdAPE)
 
@@ -36,8 +36,7 @@ class ModelSet:
                 raise WattgpuError(f"no {t} model at {folder / t}: run `dvc repro` (the register stage writes "
                                    "models/power and models/itl) or pass --models DIR")
         registry = folder / "registry.json"
-        return cls(folder, load_gpu_catalog(folder / "power" / GPUS), load_llm_catalog(folder / "power" / LLMS),
-                   {t: json.loads((folder / t / META).read_text()) for t in TARGET_DIRS},
+        return cls(folder, *read_catalogs(folder / "power"), {t: read_meta(folder / t) for t in TARGET_DIRS},
                    json.loads(registry.read_text()) if registry.exists() else {})
 
     @property

@@ -11,7 +11,7 @@ import yaml
 
 from wattgpu import fields, paths
 from wattgpu.catalogs.gpus import GpuCatalog, load_gpu_catalog
-from wattgpu.catalogs.llms import LlmCatalog, llm_spec_from_hf_config, load_llm_catalog
+from wattgpu.catalogs.llms import LlmCatalog, llm_spec_from_hf_config, load_llm_catalog, unique_keys
 from wattgpu.errors import CatalogError, UnknownNameError, WattgpuError
 
 CATALOG_ONLY_FIELDS = ("key", "display_name", "aliases", "source_urls", "source_url", "notes")
@@ -87,10 +87,10 @@ def entries(doc, path: Path) -> list[dict[str, Any]]:
 def read_llm_config(path: Path, name: str | None = None):
     """A Hugging Face config.json -> (key, LlmSpec); the key is `name`, else the config's `_name_or_path`."""
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_keys)
     except (OSError, UnicodeDecodeError) as exc:
         raise WattgpuError(f"{path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # json.JSONDecodeError is one; unique_keys raises it for a key given twice
         raise WattgpuError(f"{path}: not valid JSON: {exc}") from None
     if not isinstance(config, dict):
         raise WattgpuError(f"{path}: a config.json holds one JSON object")

@@ -21,7 +21,7 @@ from wattgpu.modeling import coverage
 from wattgpu.planning import planner, resolve
 from wattgpu.planning.cache import PredictionCache
 from wattgpu.planning.models import ModelSet
-from wattgpu.request import validate
+from wattgpu.request import Validated, check_workload, validate, validate_batch
 
 
 def interval_bounds(row: dict[str, Any], level: float) -> dict[str, Any]:
@@ -74,6 +74,7 @@ def predict_one(models: ModelSet, gpu: resolve.Resolved, llm: resolve.Resolved, 
                 levels: Sequence[float] = planner.DEFAULT_LEVELS, use_cache: bool = True) -> PredictAnswer:
     """One GPU, one LLM, one workload; the prediction intervals at each of `levels` (fractions; one prediction per
     level, each cached under its own request)."""
+    check_workload(w)  # one error for the one request (below, it is one row per level)
     levels = list(dict.fromkeys(levels)) or list(planner.DEFAULT_LEVELS)
     base = {**gpu.fields, **llm.fields, **w}
     reqs = [{**base, "level": lv} for lv in levels]
@@ -91,14 +92,20 @@ def predict_one(models: ModelSet, gpu: resolve.Resolved, llm: resolve.Resolved, 
 
 
 def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int], None] | None = None,
-                  chunk: int = 1024) -> pd.DataFrame:
-    """The input rows with resolved names, predictions, extrapolation notes and model versions appended. Every
-    row is validated before any model is loaded; an error names its row and field. A `level` column sets each
-    row's interval level (default 0.8); the bound columns are NaN where the models give no interval."""
+                  chunk: int = 1024) -> tuple[pd.DataFrame, Validated]:
+    """The answered input rows (with `row`, their input row number, first) with resolved names, predictions,
+    extrapolation notes and model versions appended, and the validated batch (its `errors` name every rejected
+    row and field). Every row is validated before any model is loaded. A `level` column sets each row's interval
+    level (default 0.8); the bound columns are NaN where the models give no interval."""
     from wattgpu.modeling.store import load_predictor
 
     records = resolve.known_to_models(frame.to_dict("records"), models.gpus, models.llms)
-    rows = validate(records, models.gpus, models.llms)
+    batch = validate_batch(pd.DataFrame(records, index=frame.index), models.gpus, models.llms)
+    rows = batch.rows
+    out = frame.iloc[batch.accepted].reset_index(drop=True)
+    out.insert(0, "row", batch.accepted)
+    if not len(rows):
+        return out, batch
     predictor = load_predictor(models.folder / "power", models.folder / "itl")
     parts = []
     for start in range(0, len(rows), chunk):
@@ -106,7 +113,6 @@ def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int
         if progress:
             progress(len(parts[-1]))
     pred = planner.with_bounds(pd.concat(parts, ignore_index=True))
-    out = frame.copy()
     out["resolved_gpu"], out["resolved_llm"] = pred["gpu"].to_numpy(), pred["llm"].to_numpy()
     for c in pred.columns.drop(["gpu", "llm", "scenario"]):
         out[c] = pred[c].to_numpy()
@@ -114,30 +120,59 @@ def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int
     out["extrapolation"] = ["; ".join(coverage.outside(coverage.request_values(r), ranges)) for _, r in rows.iterrows()]
     for t, v in models.versions.items():
         out[f"model_{t}"] = v
-    return out
+    return out, batch
 
 
 def check_batch_options(input_csv, output_csv, named: tuple, levels) -> None:
-    """Batch mode (`predict --input/--output`) reads GPU, LLM, scenario and level from the CSV's columns."""
+    """Batch mode (`predict --input/--output`) reads GPU, LLM, scenario and level from the CSV's columns; --output
+    must be a file path (checked before anything is predicted)."""
     if input_csv is None or output_csv is None:
         raise WattgpuError("batch mode needs both --input rows.csv and --output preds.csv")
     if any(v is not None for v in named):
         raise WattgpuError("--input takes GPU, LLM and scenario from its columns; drop --gpu/--llm/--scenario")
     if levels:
         raise WattgpuError("--input takes each row's interval level from a `level` column (default 0.8); drop --level")
+    if Path(output_csv).is_dir():
+        raise WattgpuError(f"--output {output_csv} is a folder: give a file path, e.g. "
+                           f"{Path(output_csv) / 'preds.csv'}")
+    if Path(output_csv).resolve() == Path(input_csv).resolve():
+        raise WattgpuError(f"--output {output_csv} is the --input file: give another path")
+
+
+def rejected_path(output_csv: Path) -> Path:
+    """Where a batch's rejected rows go: beside the predictions, `<output>.rejected.csv`."""
+    return output_csv.with_name(f"{output_csv.name}.rejected.csv")
+
+
+class BatchRejected(WattgpuError):
+    """A batch whose answered rows were written and whose rejected rows were listed beside them (exit code 2)."""
 
 
 def predict_csv(models: ModelSet, input_csv: Path, output_csv: Path,
-                progress: Callable[[int], None] | None = None) -> int:
-    """`predict_batch` from one CSV file to another; the number of rows written."""
+                progress: Callable[[int], None] | None = None) -> str:
+    """`predict_batch` from one CSV file to another: the answered rows to `output_csv`, every rejected row's
+    errors to `rejected_path(output_csv)` (row: 0-based data row; line: its line in the file); the summary. Raises
+    BatchRejected, whose message is the summary, when any row was rejected (after writing both files), and the
+    batch's own error when none could be answered."""
     try:
         frame = pd.read_csv(input_csv)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise WattgpuError(f"{input_csv}: not a readable CSV: {exc}") from None
-    out = predict_batch(models, frame, progress)
+    out, batch = predict_batch(models, frame, progress)
     output_csv.parent.mkdir(parents=True, exist_ok=True)
+    bad = rejected_path(output_csv)
+    bad.unlink(missing_ok=True)  # never leave an earlier run's rejects beside these predictions
+    if batch.errors:
+        pd.DataFrame([{"row": e.row, "line": e.row + 2, "field": e.field, "problem": e.problem} for e in batch.errors]
+                     ).to_csv(bad, index=False, lineterminator="\n")
+    if not len(out):
+        raise batch.error()
     out.to_csv(output_csv, index=False, float_format="%.6g", lineterminator="\n")
-    return len(out)
+    summary = f"{batch.n} rows: wrote {len(out)} predictions to {output_csv} (models: {models.versions})"
+    if batch.errors:
+        raise BatchRejected(f"{summary}; rejected {len(batch.rejected)} rows, listed (row, line, field, problem) in "
+                            f"{bad}; the first: {batch.errors[0]}")
+    return summary
 
 
 @dataclass
@@ -159,6 +194,7 @@ def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], constr
     """Every GPU named (default: the project's catalog) that can hold the LLM, ranked by `costs.objective` among
     those meeting `constraints` at its confidence level (planner.recommend). A catalog entry's `price_per_hour`,
     where the catalog has one, prices that GPU; `costs.gpu_price_per_hour` the others."""
+    check_workload(w)  # a bad workload (e.g. 0 GPUs per replica) fails before the memory rule divides by it
     project = resolve.project_gpus()
     names = gpu_names if gpu_names is not None else project.keys
     if not names:

@@ -29,6 +29,7 @@ from wattgpu.evaluation.predictions import prediction_frame
 from wattgpu.modeling import coverage, intervals
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.targets import TARGETS
+from wattgpu.search import storage
 from wattgpu.search.space import suggest
 
 FAILED_SCORE = 1e6  # a trial whose predictions are not finite scores this (worse than any real MdAPE)
@@ -83,12 +84,19 @@ class OuterPlan:
 
     outer: Fold
     inner: tuple[Fold, ...]
-    calibration: tuple[Fold, ...] = ()  # grouped like `inner` (calibration_splits of them): conformal scores
+    # grouped like `inner` (calibration_splits of them): conformal scores; `inner` itself (the same object) when the
+    # scores come from the chosen trial's own inner-fold predictions, with no fit of their own
+    calibration: tuple[Fold, ...] = ()
+
+    @property
+    def calibrates_on_inner(self) -> bool:
+        return self.calibration is self.inner
 
 
 def nested_plan(rows: pd.DataFrame, regime: Regime, inner_splits: int, seed: int,
                 calibration_splits: int | None = None) -> list[OuterPlan]:
-    """Outer folds of the regime; inner (and calibration) folds built from each outer fold's training rows only."""
+    """Outer folds of the regime; inner (and calibration) folds built from each outer fold's training rows only.
+    `calibration_splits` None: calibrate on the inner folds themselves (their predictions are already made)."""
     plans = []
     for outer in folds(rows, regime, seed):
         if not len(outer.train):
@@ -139,7 +147,11 @@ class Settings:
 
 
 class Objective:
-    """Mean inner-fold score of one trial's estimator; reports after each fold so MedianPruner can stop it."""
+    """Mean inner-fold score of one trial's estimator; reports after each fold so MedianPruner can stop it.
+
+    It keeps each completed trial's inner-fold predictions (`predictions[trial number]`, one array per inner fold,
+    this process's trials only), so that calibrating the chosen trial on the inner folds costs no fit.
+    """
 
     def __init__(self, rows: pd.DataFrame, inner: tuple[Fold, ...], target: str, algorithm: str,
                  space: AlgorithmSpace, settings: Settings):
@@ -147,6 +159,7 @@ class Objective:
         self.space, self.settings = space, settings
         self.y = rows[TARGETS[target].column].to_numpy(dtype=float)
         self.labels = score_groups(rows)
+        self.predictions: dict[int, list[np.ndarray]] = {}
 
     def estimator(self, feature_set: str, hp: dict):
         s = self.settings
@@ -157,16 +170,18 @@ class Objective:
         import optuna
 
         feature_set, hp = suggest(trial, self.space)
-        scores = []
+        scores, preds = [], []
         for step, fold in enumerate(self.inner):
             model = self.estimator(feature_set, hp).fit(self.rows.iloc[fold.train])
             with np.errstate(over="ignore", invalid="ignore"):
-                pred = model.predict(self.rows.iloc[fold.test])
+                pred = np.asarray(model.predict(self.rows.iloc[fold.test]), dtype=float)
+            preds.append(pred)
             scores.append(score(self.y[fold.test], pred, self.labels[fold.test]))
             trial.report(float(np.mean(scores)), step)
             if trial.should_prune():
                 raise optuna.TrialPruned()
         trial.set_user_attr("fold_scores", [float(x) for x in scores])  # for the selection's paired comparison
+        self.predictions[trial.number] = preds
         return float(np.mean(scores))
 
 
@@ -184,7 +199,7 @@ class StudyTask:
     algorithm: str
     space: AlgorithmSpace
     settings: Settings
-    storage: Path  # sqlite file
+    storage: str | Path  # a storage URL (the shared PostgreSQL server: search/storage.py), or a sqlite file
     fingerprint: str  # configuration + data + code; a changed one starts fresh studies
 
 
@@ -210,31 +225,28 @@ def sampler_seed(seed: int, name: str) -> int:
     return (seed + zlib.crc32(name.encode())) % 2**31
 
 
-def run_study(task: StudyTask, plan: OuterPlan, progress=None):
-    """Create or resume (same name, same storage) the study of one outer fold; top it up to n_trials."""
+def run_study(task: StudyTask, plan: OuterPlan, objective: Objective, progress=None, worker: int = 0,
+              wait: bool = True):
+    """Create or resume (same name, same storage) the study of one outer fold; top it up to n_trials, in a storage
+    any number of workers may share (storage.py); `wait`: until theirs are done too. Worker k > 0 (`wattgpu search
+    worker`) samples with the study's seed + k: workers of one study must not draw the same configurations."""
     import optuna
 
     s = task.settings
     name = study_name(task, plan.outer.name)
     # Seeded by what the study is, not by its fingerprint: an unrelated edit does not reshuffle every study.
-    seed = sampler_seed(s.seed, f"{task.target}|{task.algorithm}|{plan.outer.name}")
+    seed = (sampler_seed(s.seed, f"{task.target}|{task.algorithm}|{plan.outer.name}") + worker) % 2**31
     study = optuna.create_study(
-        study_name=name, storage=f"sqlite:///{task.storage}", load_if_exists=True, direction="minimize",
+        study_name=name, storage=storage.open_storage(task.storage), load_if_exists=True, direction="minimize",
         sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=s.pruner_startup_trials, n_warmup_steps=0),
     )
-    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    done = len(study.get_trials(deepcopy=False, states=finished))
-    if not study.trials:
-        for params in task.space.first_trials[: s.n_trials]:
-            study.enqueue_trial(params)
+    done = storage.spent(study)[0]
     if progress is not None and done:
         progress(min(done, s.n_trials))
-    if done < s.n_trials:
-        objective = Objective(task.rows, plan.inner, task.target, task.algorithm, task.space, s)
-        callbacks = [lambda _study, _trial: progress(1)] if progress is not None else []
-        study.optimize(objective, n_trials=s.n_trials - done, n_jobs=1, callbacks=callbacks,
-                       catch=(ValueError, ArithmeticError, np.linalg.LinAlgError))
+    callbacks = [lambda _study, _trial: progress(1)] if progress is not None else []
+    storage.run_to_budget(task.storage, study, objective, s.n_trials, task.space.first_trials, callbacks,
+                          catch=(ValueError, ArithmeticError, np.linalg.LinAlgError), wait=wait)
     return study
 
 
@@ -253,33 +265,36 @@ def run_task(task: StudyTask, progress=None) -> list[FoldOutcome]:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    task.storage.parent.mkdir(parents=True, exist_ok=True)
     outcomes = []
     for plan in task.plans:
         assert_inner_inside(plan)
-        study = run_study(task, plan, progress)
+        objective = Objective(task.rows, plan.inner, task.target, task.algorithm, task.space, task.settings)
+        study = run_study(task, plan, objective, progress)
         best = study.best_trial
         params = dict(best.params)
         feature_set = params.pop("feature_set", task.space.feature_sets[0])
         test = plan.outer.test
         y_pred, bounds = np.array([], dtype=float), {}
         if len(test):
-            objective = Objective(task.rows, plan.inner, task.target, task.algorithm, task.space, task.settings)
             model = objective.estimator(feature_set, params).fit(task.rows.iloc[plan.outer.train])
             with np.errstate(over="ignore", invalid="ignore"):
                 y_pred = np.asarray(model.predict(task.rows.iloc[test]), dtype=float)
-            bounds = outer_bounds(task, plan, objective, feature_set, params, y_pred)
+            reuse = objective.predictions.get(best.number) if plan.calibrates_on_inner else None
+            bounds = outer_bounds(task, plan, objective, feature_set, params, y_pred, reuse)
         outcomes.append(FoldOutcome(plan.outer.name, feature_set, params, float(best.value), test, y_pred,
                                     trial_records(study), tuple(best.user_attrs.get("fold_scores", ())), bounds))
     return outcomes
 
 
 def outer_bounds(task: StudyTask, plan: OuterPlan, objective: Objective, feature_set: str, params: dict,
-                 y_pred: np.ndarray) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+                 y_pred: np.ndarray, predictions: list[np.ndarray] | None = None
+                 ) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """Intervals for the outer-test rows at every intervals.LEVELS: scores from the chosen configuration refitted
-    on each calibration fold (outer-training rows only), extrapolation judged against the outer-training ranges."""
+    on each calibration fold (outer-training rows only), extrapolation judged against the outer-training ranges.
+    `predictions`: the chosen trial's own predictions on the calibration folds (the inner folds), when this process
+    made them; the refits would give the same numbers (every fit is seeded and single-threaded)."""
     cal = intervals.calibrate(lambda: objective.estimator(feature_set, params), task.rows, objective.y,
-                              plan.calibration or plan.inner)
+                              plan.calibration or plan.inner, predictions)
     test = task.rows.iloc[plan.outer.test]
     extrap = intervals.extrapolating(test, coverage.training_ranges(task.rows.iloc[plan.outer.train]))
     group = intervals.workload_group(test)

@@ -4,9 +4,10 @@ Requests are validated here, by `wattgpu.request.validate` (through the Predicto
 drops unknown columns silently (a typo such as `prompt_token` would get the default), lets text through
 where a number belongs, and reports a missing column with the whole frame and schema in the message. So
 the logged signature declares the outputs only; the request fields are documented in the MLmodel file
-(`metadata.request_fields`) and by the input example. A bad request raises `MlflowException` with
+(`metadata.request_fields`) and by the input example. In a batch each good row is answered and each bad
+row gets its `error` (null on answered rows); when no row is good, `MlflowException` with
 INVALID_PARAMETER_VALUE, which the scoring server answers with HTTP 400 and a JSON body holding
-`error_code`, `message`, `field`, `row` and `detail`, never a stack trace; any other failure is logged on
+`error_code`, `message`, `field`, `row`, `detail` and every row's `errors`, never a stack trace; any other failure is logged on
 the server and answered with a 500 that carries no trace either.
 """
 
@@ -19,6 +20,7 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 
 import mlflow
+import numpy as np
 import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
@@ -26,12 +28,14 @@ from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
 from mlflow.types.schema import ColSpec, Schema
 
 from wattgpu import fields, workload
+from wattgpu.modeling.predictor import joined
 from wattgpu.modeling.store import load_predictor
-from wattgpu.request import RequestError
+from wattgpu.request import MAX_LISTED_ERRORS, BatchRequestError, RequestError
 
 _logger = logging.getLogger(__name__)
 
 OUTPUT = {"power": "power_w", "itl": "itl_s"}  # the served column per target, unit in its name
+BOTH = "both"  # the power champion served with the ITL champion (serving.app): every row gets both targets
 MODEL_CODE = Path(__file__).with_name("model_code.py")
 
 
@@ -51,6 +55,13 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
         itl = folder if target == "itl" else context.artifacts.get("itl_dir")
         self.predictor_ = load_predictor(folder if target == "power" else None, itl)
 
+    def serve_with(self, itl: WattgpuModel) -> None:
+        """Answer both targets: this power model with `itl`'s ITL model (its own champion) joined to it."""
+        if self.target != "power" or itl.target != "itl":
+            raise ValueError(f"serve_with joins a power model to an ITL model, got {self.target} and {itl.target}")
+        self.predictor_ = joined(self.predictor_, itl.predictor_)
+        self.target = BOTH
+
     # A DataFrame hint: MLflow infers no signature from it (a list-of-model hint would switch serving to the
     # `inputs`-only format); other inputs are accepted too, see as_requests.
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
@@ -66,26 +77,46 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
 
 
 def as_requests(model_input):
-    """A frame or a list of request mappings; one mapping (the `inputs` format with scalars) is one request."""
-    if isinstance(model_input, pd.DataFrame | list):
+    """MLflow's request formats as requests: `dataframe_records` / `dataframe_split` / CSV / Parquet arrive as a
+    frame (an empty cell, NaN, is absent); `inputs` and `instances` as a list of mappings or a mapping of columns,
+    their values wrapped in numpy arrays; a mapping of scalars is one request."""
+    if isinstance(model_input, pd.DataFrame):
         return model_input
+    if isinstance(model_input, list) and all(isinstance(r, Mapping) for r in model_input):
+        return [{k: _plain(v) for k, v in r.items()} for r in model_input]
     if isinstance(model_input, Mapping):
-        return [model_input]
-    raise RequestError(None, "-", "send `dataframe_records`: a list of request objects")
+        values = {k: _plain(v) for k, v in model_input.items()}
+        columns = [v for v in values.values() if isinstance(v, list)]
+        if columns and len(columns) == len(values) and len({len(c) for c in columns}) == 1:
+            return pd.DataFrame(values)  # a mapping of equal-length columns (`instances`, `inputs` by column)
+        return [values]
+    raise RequestError(None, "-", "send a list of request objects (`dataframe_records`, `inputs` or `instances`)")
+
+
+def _plain(value):
+    """A numpy scalar or array (how MLflow hands over `inputs` / `instances` values) as plain Python."""
+    return value.tolist() if isinstance(value, np.ndarray | np.generic) else value
 
 
 def request_rejected(exc: RequestError) -> MlflowException:
     """HTTP 400 with the field and row as their own JSON keys (the scoring server prefixes `message` with
-    the input frame; `detail` keeps our sentence alone)."""
+    the input frame; `detail` keeps our sentence alone), and for a batch every row's error (the first
+    MAX_LISTED_ERRORS of them; echoed values cut to ~80 characters)."""
+    rows = {}
+    if isinstance(exc, BatchRequestError):
+        rows = {"errors": [vars(e) for e in exc.errors[:MAX_LISTED_ERRORS]], "n_errors": len(exc.errors),
+                "rejected_rows": len(exc.rejected), "input_rows": exc.n_rows}
     return MlflowException(str(exc), error_code=INVALID_PARAMETER_VALUE, field=exc.field, row=exc.row,
-                           detail=str(exc))
+                           detail=str(exc), **rows)
 
 
 def output_columns(target: str) -> tuple[str, ...]:
     """The served columns: the prediction, its conformal interval at the request's `level` (`_lo`, `_hi`: null
-    where the model abstains) and `interval` (a note: widened for extrapolation, or why it abstains)."""
-    out = OUTPUT[target]
-    return ("gpu", "llm", "scenario", "concurrency", out, f"{out}_lo", f"{out}_hi", "level", "interval")
+    where the model abstains) and `interval` (a note: widened for extrapolation, or why it abstains); for BOTH
+    (serving.app), power's and ITL's."""
+    outs = OUTPUT.values() if target == BOTH else (OUTPUT[target],)
+    return ("gpu", "llm", "scenario", "concurrency", *(c for out in outs for c in (out, f"{out}_lo", f"{out}_hi")),
+            "level", "interval", "error")
 
 
 def response_fields(target: str) -> dict[str, str]:
@@ -98,12 +129,13 @@ def response_fields(target: str) -> dict[str, str]:
             f"{out}_lo": "lower bound of the conformal interval at `level` (null: the model abstains)",
             f"{out}_hi": "upper bound of the conformal interval at `level` (null: the model abstains)",
             "level": "the interval's confidence (the request's `level`, default 0.8)",
-            "interval": "empty, or why the interval is wider (extrapolating) or absent (abstains)"}
+            "interval": "empty, or why the interval is wider (extrapolating) or absent (abstains)",
+            "error": "null where answered; else why the row was rejected (field: problem), its other columns null"}
 
 
 def signature(target: str) -> ModelSignature:
     """Outputs only: inputs are validated by the model itself (see the module docstring)."""
-    types = {"gpu": "string", "llm": "string", "scenario": "string", "interval": "string"}
+    types = {"gpu": "string", "llm": "string", "scenario": "string", "interval": "string", "error": "string"}
     return ModelSignature(outputs=Schema([ColSpec(types.get(c, "double"), c) for c in output_columns(target)]))
 
 

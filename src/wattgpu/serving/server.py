@@ -1,4 +1,5 @@
-"""A real `mlflow models serve` process on 127.0.0.1, for the serving tests and the benchmark.
+"""A real serving process on 127.0.0.1, for the serving tests and the benchmark: `mlflow models serve` for one
+model URI, or (`Server.champions`) the endpoint `make serve` starts, both champions behind one URL (serving.app).
 
 Started in its own process group (the scoring server runs uvicorn workers as children), it is stopped by
 that group's id: SIGTERM, then SIGKILL if it has not exited within `stop_timeout_s`.
@@ -28,13 +29,25 @@ def free_port() -> int:
 class Server:
     """`with Server("models:/wattgpu-power@champion", tracking_uri) as srv: srv.post({...})`."""
 
-    def __init__(self, model_uri: str, tracking_uri: str, workers: int = 1, start_timeout_s: float = 90,
+    def __init__(self, model_uri: str | None, tracking_uri: str, workers: int = 1, start_timeout_s: float = 90,
                  stop_timeout_s: float = 10):
         self.model_uri, self.tracking_uri, self.workers = model_uri, tracking_uri, workers
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.session = requests.Session()
+
+    @classmethod
+    def champions(cls, tracking_uri: str, workers: int = 1, **kwargs) -> Server:
+        """The champions of both targets behind one endpoint, started as `make serve` starts it."""
+        return cls(None, tracking_uri, workers, **kwargs)
+
+    def command(self) -> list[str]:
+        if self.model_uri is None:
+            return [sys.executable, "-m", "wattgpu.serving.app", "--port", str(self.port), "--workers",
+                    str(self.workers)]
+        return [str(Path(sys.executable).with_name("mlflow")), "models", "serve", "-m", self.model_uri,
+                "--env-manager", "local", "--host", "127.0.0.1", "-p", str(self.port), "-w", str(self.workers)]
 
     @property
     def url(self) -> str:
@@ -48,13 +61,12 @@ class Server:
         env = {**os.environ, "MLFLOW_TRACKING_URI": self.tracking_uri, "MLFLOW_REGISTRY_URI": self.tracking_uri,
                "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
                "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
-        cmd = [str(Path(sys.executable).with_name("mlflow")), "models", "serve", "-m", self.model_uri,
-               "--env-manager", "local", "--host", "127.0.0.1", "-p", str(self.port), "-w", str(self.workers)]
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(self.command(), env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"`mlflow models serve` exited with {self.proc.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(f"`{' '.join(self.command()[:4])}` exited with {self.proc.returncode}:\n"
+                                   f"{self.log_tail()}")
             try:
                 if self.session.get(f"{self.url}/ping", timeout=1).status_code == 200:
                     return self
@@ -83,9 +95,22 @@ class Server:
     def post(self, body: dict) -> requests.Response:
         return self.post_raw(json.dumps(body))
 
-    def post_raw(self, data: str) -> requests.Response:
+    def post_raw(self, data: str | bytes, content_type: str = "application/json") -> requests.Response:
         return self.session.post(f"{self.url}/invocations", data=data, timeout=60,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": content_type})
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the server's process group (the server and its workers), from /proc."""
+        total = 0
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                if os.getpgid(int(status.parent.name)) != self.proc.pid:
+                    continue
+                fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+                total += int(fields.get("VmRSS", "0 kB").split()[0]) * 1024
+            except (OSError, ValueError):  # a process that ended meanwhile
+                continue
+        return total
 
     def __enter__(self) -> Server:
         return self.start()

@@ -56,7 +56,7 @@ def run(regime_name: str) -> dict:
             parts.append(prediction_frame(t_rows, target, "roofline", baselines.roofline_itl(t_rows)))
     pred = pd.concat(parts, ignore_index=True)
     result = {"regime": regime_name, "kind": regime.kind, "source": ev.source,
-              "rows": int(len(rows)), "metrics": metrics_table(pred), "fit_seconds": timings}
+              "rows": int(len(rows)), "metrics": metrics_table(pred)}  # no timings: the file must reproduce exactly
 
     out = paths.resolve(paths.EVALUATE_DIR / regime_name, root)
     write_csv(out / "predictions.csv", pred)

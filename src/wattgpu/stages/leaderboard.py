@@ -33,7 +33,7 @@ def run_leaderboard() -> str:
             best[target] = json.loads(file.read_text())
     lb = leaderboard.frame(results)
     src = leaderboard.by_source(results)
-    text = leaderboard_page.markdown(lb, results, best, list(s.algorithms), src)
+    text = leaderboard_page.markdown(lb, results, best, list(s.candidates), src)
     out = paths.resolve(paths.SEARCH_DIR, root)
     (out / "leaderboard.md").write_text(text)
     write_csv(out / "leaderboard.csv", lb)

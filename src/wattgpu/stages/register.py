@@ -1,80 +1,117 @@
 """Stage `register`: retrain each target's winning configuration on all rows, log it as an MLflow pyfunc model,
-register it (`wattgpu-power`, `wattgpu-itl`) and promote it to champion only when it beats the champion.
+register it (`wattgpu-power`, `wattgpu-itl`) and promote it to champion only when it beats the champion by more
+than the noise (wattgpu.registry: both configurations refitted and scored on the challenger's outer folds).
 
 Reads reports/search/best_<target>.json (the search stage's winner on the primary regime, with its nested
 MdAPE). Until the search stage has written one, the PAPER REPLICA stands in (algorithm "paper_replica"), with
 the `evaluate` stage's figures on `registry.replica_regime`: it is not tuned, so those are honest held-out figures.
-Writes models/<target>/ and models/registry.json (version, alias, decision, figures per target). models/<target>/
-always holds the CHAMPION (what the planner and `wattgpu predict` use): a challenger that is not promoted is
-registered, and the champion's folder, as logged with its version, is put back.
+Writes models/<target>/, models/registry.json (name, version, alias, decision per target) and
+reports/register/decision.json (per target: the decision, both configurations, their per-fold and mean scores, the
+test statistic and the evidence; no time in it, so a rerun on the same inputs writes the same file). A run on the
+configuration and evaluation the newest version was registered from reproduces that version's decision and
+registers nothing. models/<target>/ always holds the CHAMPION (what the planner and `wattgpu predict` use): a
+challenger that is not promoted is registered, and the champion's folder, as logged with its version, is put back.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from wattgpu import paths, registry, tracking
+from wattgpu import codehash, paths, registry, tracking
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.idle_power import load_idle_power
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import Evaluate, Params, Registry, load_params
 from wattgpu.errors import WattgpuError
+from wattgpu.evaluation.cv import Fold, folds
 from wattgpu.evaluation.predictions import ID_COLUMNS
 from wattgpu.evaluation.runner import prepare_rows, target_rows
 from wattgpu.io import read_table, write_json
-from wattgpu.modeling import coverage, intervals, replica
+from wattgpu.modeling import coverage, intervals
 from wattgpu.modeling.replica import paper_model
-from wattgpu.modeling.store import save_model_dir
+from wattgpu.modeling.store import META, save_model_dir
 from wattgpu.modeling.targets import TARGETS
+from wattgpu.registry import CHAMPION, Configuration, Evaluation
 from wattgpu.serving import pyfunc
 
+STAGE = "wattgpu.stages.register"
+DECISION_FILE = paths.REPORTS_DIR / "register" / "decision.json"
 DESCRIPTIONS = {
     "power": "Mean power per GPU (W) of LLM inference on a GPU and an LLM given by catalog name or by spec.",
     "itl": "Mean inter-token latency (s) of LLM inference on a GPU and an LLM given by catalog name or by spec.",
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Candidate:
-    """An unfitted estimator with what it is and how it scored on the primary regime."""
+    """A configuration to register, where it comes from and its held-out figures on the primary regime (nested:
+    the unbiased ones, recorded beside the gate's paired scores)."""
 
-    estimator: object
     origin: str  # "search" or "paper_replica fallback"
-    algorithm: str
-    feature_set: str
-    hyperparameters: dict
+    configuration: Configuration
     regime: str
     offline_mdape: float
     server_mdape: float
-    source: str | None  # the rows it trains on: one source, or every source (None)
-    dense_only: bool
+
+    def nested(self) -> dict:
+        return {"regime": self.regime, "offline_mdape": self.offline_mdape, "server_mdape": self.server_mdape}
 
 
 def candidate(target: str, params: Params, reg: Registry, root) -> Candidate:
     best_file = paths.resolve(paths.SEARCH_DIR / f"best_{target}.json", root)
     if best_file.exists():
-        from wattgpu.modeling.algorithms import build_estimator
-
         best = json.loads(best_file.read_text())
-        return Candidate(build_estimator(best, params.base.seed), "search", best["algorithm"], best["feature_set"],
-                         best["hyperparameters"], best["regime"], float(best["nested_mdape"]["offline"]),
-                         float(best["nested_mdape"]["server"]), params.search.source, params.search.dense_only)
+        config = Configuration(target, best["algorithm"], best["feature_set"], best["hyperparameters"],
+                               best.get("physics", {}), params.search.source, params.search.dense_only)
+        return Candidate("search", config, best["regime"], float(best["nested_mdape"]["offline"]),
+                         float(best["nested_mdape"]["server"]))
     # Fallback: the paper replica, scored by the evaluate stage on registry.replica_regime.
     ev = params.evaluate
     scores = json.loads(paths.resolve(paths.EVALUATE_DIR / reg.replica_regime / "metrics.json", root).read_text())
     replica = scores["metrics"][target]["paper_replica"]
-    estimator = paper_model(target, ev.replica, params.base.seed, ev.n_jobs)
-    return Candidate(estimator, "paper_replica fallback", "paper_replica", estimator.features.name,
-                     getattr(ev.replica, target).model_dump(), reg.replica_regime,
-                     float(replica["offline"]["mdape"]), float(replica["server"]["mdape"]), ev.source,
-                     ev.replica.dense_only)
+    config = Configuration(target, registry.REPLICA_ALGORITHM, paper_model(target, ev.replica).features.name,
+                           getattr(ev.replica, target).model_dump(), {"offline_batch": ev.roofline_offline_batch},
+                           ev.source, ev.replica.dense_only)
+    return Candidate("paper_replica fallback", config, reg.replica_regime, float(replica["offline"]["mdape"]),
+                     float(replica["server"]["mdape"]))
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The challenger's evaluation, on which the champion is scored again: its rows, outer folds and fingerprint."""
+
+    rows: pd.DataFrame
+    folds: list[Fold]
+    evaluation: Evaluation
+    seed: int
+    n_jobs: int  # threads per fit
+    n_workers: int  # fits side by side
+    load_rho: tuple[tuple[str, float], ...] = ()  # evaluate.load_rho, for a champion folder without `configuration`
+
+
+def gate(target: str, rows: pd.DataFrame, cand: Candidate, params: Params) -> Gate:
+    """The primary regime's outer folds as the search builds them (nested_plan: every fold with training rows),
+    on `rows`; a paper-replica fallback: its `evaluate` regime, untuned (profile "none", no trials)."""
+    from wattgpu.stages.search import outer_regime
+
+    s, ev, seed = params.search, params.evaluate, params.base.seed
+    if s is not None and cand.regime in s.regimes:
+        regime, profile, n_trials = outer_regime(s, cand.regime), s.profile, s.active.n_trials
+    else:
+        regime, profile, n_trials = ev.regimes[cand.regime], "none", 0
+    outer = [f for f in folds(rows, regime, seed) if len(f.train)]
+    evaluation = Evaluation(cand.regime, registry.rows_md5(rows[[*ID_COLUMNS, TARGETS[target].column]]),
+                            registry.folds_md5(outer), profile, n_trials, codehash.digest([STAGE])[:16])
+    n_jobs, n_workers = (s.n_jobs, s.n_workers) if s is not None else (1, 1)
+    return Gate(rows, outer, evaluation, seed, n_jobs, n_workers, tuple(sorted(ev.load_rho.items())))
 
 
 def run() -> dict:
@@ -84,7 +121,7 @@ def run() -> dict:
     cats = catalogs(root)
 
     mlflow = tracking.setup("wattgpu-register", root)
-    summary = {}
+    records = {}
     with mlflow.start_run(run_name="register"):
         mlflow.set_tags({"stage": "register", "git_commit": tracking.git_commit(root),
                          "data_md5": tracking.file_md5(paths.resolve(paths.MEASUREMENTS, root))})
@@ -92,18 +129,20 @@ def run() -> dict:
         # ITL first: the power model is logged with the ITL champion it is served with.
         for target in sorted(params.base.targets, key=lambda t: t != "itl"):
             cand = candidate(target, params, reg, root)
-            training = {"source": cand.source or "all", "dense_only": cand.dense_only, "seed": params.base.seed,
+            config = cand.configuration
+            training = {"source": config.source or "all", "dense_only": config.dense_only, "seed": params.base.seed,
                         "offline_batch": ev.roofline_offline_batch}
-            rows = target_rows(training_table(root, cand.source, cand.dense_only, ev, cats), target)
-            if cand.algorithm == "paper_replica":
-                rows, _ = replica.paper_target(rows, target)  # the replica learns the paper's ITL definition
-            folds = calibration_folds(rows, params)
-            summary[target] = s = publish(target, rows, cand, reg, paths.resolve(paths.MODELS_DIR / target, root),
-                                          cats, training, folds)
-            print(f"register {target}: {s['name']} v{s['version']} ({cand.algorithm}, {cand.origin}) -> "
-                  f"{s['decision']}: {s['reason']}")
-    write_json(paths.resolve(paths.MODELS_DIR / "registry.json", root), summary)
-    return summary
+            rows = target_rows(training_table(root, config.source, config.dense_only, ev, cats), target)
+            records[target] = r = publish(target, rows, cand, reg, paths.resolve(paths.MODELS_DIR / target, root),
+                                          cats, training, gate(target, rows, cand, params),
+                                          calibration_folds(rows, params))
+            print(f"register {target}: {r['name']} v{r['version']} ({config.algorithm}, {cand.origin}) -> "
+                  f"{r['decision']}: {r['reason']}")
+    write_json(paths.resolve(paths.MODELS_DIR / "registry.json", root),
+               {t: {k: r[k] for k in ("name", "version", "alias", "champion_version", "decision", "reason")}
+                for t, r in records.items()})
+    write_json(paths.resolve(DECISION_FILE, root), records)
+    return records
 
 
 @dataclass(frozen=True)
@@ -138,59 +177,153 @@ def calibration_folds(rows: pd.DataFrame, params: Params) -> list:
     s = params.search
     if s is None:
         return []
-    return inner_folds(rows, s.regimes[s.primary_regime], s.active.calibration_folds, params.base.seed)
+    return inner_folds(rows, s.regimes[s.primary_regime], s.active.calibration_splits, params.base.seed)
 
 
 def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, folder: Path, catalogs: Catalogs,
-            training: dict, folds: list | None = None) -> dict:
-    """Fit `cand` on every row, write the model folder, log it as a pyfunc model (a nested run), register it.
-    With `folds`, the model folder carries conformal calibration scores from fits on each fold's training rows."""
+            training: dict, check: Gate, folds: list | None = None) -> dict:
+    """Decide on `cand` against the champion (`judge`), fit it on every row, write the model folder, log it as a
+    pyfunc model (a nested run) and register it with the decision; the decision record. With `folds`, the model
+    folder carries conformal calibration scores from fits on each fold's training rows."""
     import mlflow
 
+    client, name, config = mlflow.MlflowClient(), reg.names[target], cand.configuration
+    inputs = registry.inputs_sha({"configuration": config.to_json(), "evaluation": asdict(check.evaluation),
+                                  "rule": reg.model_dump(), "training": training,
+                                  "calibration": registry.folds_md5(folds or [])})
+    again = registry.reproduced(client, name, inputs)
+    if again is not None:  # decided on these very inputs already: nothing new to register
+        restore_champion(name, folder, target)
+        return again
+
+    learn, _ = config.learning_rows(rows)  # the paper replica learns the paper's ITL definition
     calibration = None
     if folds:
-        y = rows[TARGETS[target].column].to_numpy(dtype=float)
-        calibration = intervals.calibrate(lambda: copy.deepcopy(cand.estimator), rows, y, folds)
+        y = learn[TARGETS[target].column].to_numpy(dtype=float)
+        calibration = intervals.calibrate(lambda: config.estimator(check.seed, check.n_jobs), learn, y, folds)
+    champion = incumbent(client, name, target, dict(check.load_rho))
+    adds_intervals = calibration is not None and champion is not None and not champion.intervals
+    decision, record = judge(cand, champion, check, reg, adds_intervals)
 
-    figures = registry.Figures(cand.regime, cand.offline_mdape, cand.server_mdape,
-                               registry.rows_md5(rows[[*ID_COLUMNS, TARGETS[target].column]]))
-    meta = {"target": target, "unit": TARGETS[target].unit, "origin": cand.origin, "algorithm": cand.algorithm,
-            "feature_set": cand.feature_set, "hyperparameters": cand.hyperparameters, **training,
-            "training_rows": len(rows), "training_ranges": coverage.training_ranges(rows),
-            "evaluation": figures.summary(),
+    meta = {"target": target, "unit": TARGETS[target].unit, "origin": cand.origin, "algorithm": config.algorithm,
+            "feature_set": config.feature_set, "hyperparameters": config.hyperparameters,
+            "configuration": config.to_json(), **training,
+            "training_rows": len(learn), "training_ranges": coverage.training_ranges(learn),
+            "evaluation": {**cand.nested(), **asdict(check.evaluation)},
             "calibration": None if calibration is None else {"folds": len(folds), "scores": calibration.counts()}}
-    save_model_dir(folder, cand.estimator.fit(rows), catalogs.gpus_file, catalogs.llms_file, meta, catalogs.idle_power_w,
-                   calibration)
+    save_model_dir(folder, config.estimator(check.seed, check.n_jobs).fit(learn), catalogs.gpus_file,
+                   catalogs.llms_file, meta, catalogs.idle_power_w, calibration)
     with mlflow.start_run(run_name=f"register-{target}", nested=True):
         mlflow.log_params({k: meta[k] for k in ("target", "origin", "algorithm", "feature_set", "training_rows")})
-        mlflow.log_params({f"hp.{k}": v for k, v in cand.hyperparameters.items()})
-        mlflow.log_metrics({k: v for k, v in figures.summary().items() if isinstance(v, float)})
+        mlflow.log_params({f"hp.{k}": v for k, v in config.hyperparameters.items()})
+        mlflow.log_metrics({"nested_offline_mdape": cand.offline_mdape, "nested_server_mdape": cand.server_mdape,
+                            **{f"{who}_mean_score": record[who]["mean_score"] for who in ("challenger", "champion")
+                               if record[who] and record[who]["mean_score"] is not None}})
         itl_folder = folder.parent / "itl" if target == "power" and (folder.parent / "itl").exists() else None
         info = pyfunc.log_model(target, folder, itl_folder)
-    result = registry.register_version(
-        mlflow.MlflowClient(), reg.names[target], info.model_uri, figures, reg,
-        tags={"algorithm": cand.algorithm, "origin": cand.origin, "feature_set": cand.feature_set,
+    compared = champion.version if champion else None
+    version = registry.register_version(
+        client, name, info.model_uri, decision, check.evaluation, config, compared, record["test"] or {},
+        tags={"algorithm": config.algorithm, "origin": cand.origin, "feature_set": config.feature_set,
               registry.INTERVALS_TAG: "conformal" if calibration is not None else "none"},
         model_description=DESCRIPTIONS[target])
-    if result["alias"] != registry.CHAMPION:
-        restore_champion(reg.names[target], folder, target)  # the folder holds result["champion_version"]
-    return result
+    record.update(version=int(version), alias=CHAMPION if decision.promote else registry.CHALLENGER,
+                  champion_version=int(version if decision.promote else compared))
+    client.set_model_version_tag(name, version, registry.RECORD_TAG, json.dumps(record, sort_keys=True))
+    client.set_model_version_tag(name, version, registry.INPUTS_TAG, inputs)
+    if not decision.promote:
+        restore_champion(name, folder, target)  # the folder holds record["champion_version"]
+    return record
+
+
+@dataclass(frozen=True)
+class Incumbent:
+    """The champion: its version, configuration (from its model folder), recorded evaluation, intervals."""
+
+    version: str
+    configuration: Configuration
+    evaluation: Evaluation | None
+    intervals: bool
+
+
+def incumbent(client, name: str, target: str, load_rho: dict[str, float]) -> Incumbent | None:
+    version = registry.aliases(client, name).get(CHAMPION)
+    if version is None:
+        return None
+    tags = client.get_model_version(name, version).tags
+    with champion_folder(name, target) as folder:
+        meta = json.loads((folder / META).read_text())
+    return Incumbent(version, configuration_of(meta, load_rho), Evaluation.from_tags(tags),
+                     tags.get(registry.INTERVALS_TAG) == "conformal")
+
+
+def configuration_of(meta: dict, load_rho: dict[str, float]) -> Configuration:
+    """A model folder's configuration: as recorded (`configuration`), or for a folder written before it was, from
+    its algorithm, feature set, hyperparameters and training rows, with today's evaluate.load_rho (what the search
+    that chose it used unless that setting changed since)."""
+    if "configuration" in meta:
+        return Configuration.from_json(meta["configuration"])
+    physics = {"offline_batch": float(meta["offline_batch"])}
+    if meta["algorithm"] != registry.REPLICA_ALGORITHM:
+        physics["load_rho"] = dict(load_rho)
+    source = meta.get("source", "all")
+    return Configuration(meta["target"], meta["algorithm"], meta["feature_set"], meta["hyperparameters"], physics,
+                         None if source == "all" else source, bool(meta.get("dense_only", False)))
+
+
+def judge(cand: Candidate, champion: Incumbent | None, check: Gate, reg: Registry,
+          adds_intervals: bool) -> tuple[registry.Decision, dict]:
+    """The decision on `cand` and its record: both configurations refitted and scored on the challenger's outer
+    folds (registry.rescore), unless there is no champion or it has the challenger's configuration and code."""
+    config = cand.configuration
+    comparison = None
+    same_config = champion is not None and champion.configuration.sha == config.sha
+    identical = same_config and champion.evaluation is not None and champion.evaluation.code == check.evaluation.code
+    if champion is not None and not same_config:
+        scores = registry.rescore(check.rows, check.folds, {"challenger": config, "champion": champion.configuration},
+                                  check.seed, check.n_jobs, check.n_workers)
+        comparison = registry.Comparison(scores["challenger"], scores["champion"])
+    decision = registry.decide(comparison, reg, champion.version if champion else None, identical, adds_intervals,
+                               new_code=same_config and not identical)
+
+    def scored(who: str) -> dict:
+        per_fold = getattr(comparison, who) if comparison else None
+        return {"fold_scores": per_fold, "mean_score": round(comparison.mean(who), 6) if comparison else None}
+
+    record = {
+        "name": reg.names[config.target], "decision": decision.verdict, "reason": decision.reason,
+        "evaluation": asdict(check.evaluation),
+        "challenger": {"origin": cand.origin, "configuration": config.to_json(), "nested": cand.nested(),
+                       **scored("challenger")},
+        "champion": None if champion is None else {
+            "version": int(champion.version), "configuration": champion.configuration.to_json(),
+            "recorded_evaluation": asdict(champion.evaluation) if champion.evaluation else None,
+            "differs_in": check.evaluation.differences(champion.evaluation), **scored("champion")},
+        "test": comparison.evidence(reg) if comparison else None,
+    }
+    return decision, record
+
+
+@contextmanager
+def champion_folder(name: str, target: str) -> Iterator[Path]:
+    """The model folder logged with `name`'s champion version (in a temporary folder)."""
+    import mlflow
+
+    with tempfile.TemporaryDirectory() as tmp:
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{name}@{CHAMPION}", dst_path=tmp))
+        found = [m for m in sorted(local.glob(f"artifacts/*/{META}"))
+                 if json.loads(m.read_text()).get("target") == target]
+        if len(found) != 1:
+            raise WattgpuError(f"{name}@{CHAMPION}: expected one model folder in its artifacts, found {len(found)}")
+        yield found[0].parent
 
 
 def restore_champion(name: str, folder: Path, target: str) -> None:
     """Replace `folder` with the model folder logged with `name`'s champion version."""
-    import mlflow
-
-    with tempfile.TemporaryDirectory() as tmp:
-        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{name}@{registry.CHAMPION}",
-                                                         dst_path=tmp))
-        found = [m for m in sorted(local.glob("artifacts/*/meta.json"))
-                 if json.loads(m.read_text()).get("target") == target]
-        if len(found) != 1:
-            raise WattgpuError(f"{name}@{registry.CHAMPION}: expected one model folder in its artifacts, found "
-                               f"{len(found)}")
-        shutil.rmtree(folder)
-        shutil.copytree(found[0].parent, folder)
+    with champion_folder(name, target) as found:
+        if folder.exists():
+            shutil.rmtree(folder)
+        shutil.copytree(found, folder)
 
 
 def main() -> None:

@@ -5,6 +5,8 @@
                                                  reports/search/<name>/{metrics.json, predictions.csv, folds.csv}
   python -m wattgpu.stages.search best           search_best: per target, studies on ALL rows with the primary
                                                  regime's CV pick the winner -> reports/search/best_<target>.json
+  python -m wattgpu.stages.search worker <name>  `wattgpu search worker`: take trials of search@<name>'s (`best`:
+                                                 search_best's) studies in the shared storage (search/storage.py)
 
 Each logs one MLflow run (experiment `wattgpu-search`); studies are nested runs under it and trials nested under
 those. Optuna studies persist in optuna/ (sqlite), so an interrupted run resumes its studies.
@@ -35,6 +37,7 @@ from wattgpu.io import read_table, write_csv, write_json
 from wattgpu.modeling import replica
 from wattgpu.modeling.algorithms import best_record
 from wattgpu.modeling.replica import paper_model
+from wattgpu.search import workers
 from wattgpu.search.nested import (
     FoldOutcome,
     OuterPlan,
@@ -46,8 +49,11 @@ from wattgpu.search.nested import (
     run_tasks,
     tested_positions,
 )
+from wattgpu.search.storage import ENV as STORAGE_ENV
+from wattgpu.search.storage import server_url, study_storage
 
 EXPERIMENT = "wattgpu-search"
+BEST = "best"  # the worker's name for search_best's studies (no search regime may have it)
 # What a study's result depends on besides params and data: the search and everything it imports (prose ignored).
 STUDY_CODE = ("wattgpu.search.nested", "wattgpu.evaluation.runner")
 # Slowest first, so that two workers finish together.
@@ -99,24 +105,64 @@ def settings(ctx: Context) -> Settings:
 
 def tasks_for(ctx: Context, rows_by_target: dict[str, pd.DataFrame], plans: dict[str, list[OuterPlan]],
               store: str, regime: Regime) -> list[StudyTask]:
+    """One task per (target, algorithm, outer fold), each study in its own sqlite file (workers never share one),
+    costliest first (the ITL step-time fits, then by COST_ORDER) so that the workers finish together."""
     s, st = ctx.search, settings(ctx)
     code = codehash.digest(STUDY_CODE)
-    algorithms = sorted(s.algorithms, key=lambda a: COST_ORDER.index(a))
+    algorithms = sorted(s.candidates, key=lambda a: COST_ORDER.index(a))
     out = []
     for target, rows in rows_by_target.items():
-        for algorithm in (a for a in algorithms if target in s.algorithms[a].targets):
-            space = s.algorithms[algorithm]
+        for algorithm in (a for a in algorithms if target in s.candidates[a].targets):
+            space = s.candidates[algorithm]
             config = {"space": space.model_dump(mode="json"), "profile": s.active.model_dump(), "settings": repr(st),
                       "regime": regime.model_dump(), "data": ctx.data_md5, "code": code, "store": store}
             fingerprint = hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
-            storage = paths.resolve(paths.OPTUNA_DIR / store / f"{target}-{algorithm}.db", ctx.root)
-            out.append(StudyTask(rows, tuple(plans[target]), target, algorithm, space, st, storage, fingerprint))
+            for i, plan in enumerate(plans[target]):
+                sqlite = paths.resolve(paths.OPTUNA_DIR / store / f"{target}-{algorithm}" / f"{i:03d}.db", ctx.root)
+                storage = study_storage(s.storage, sqlite)  # the shared server where one is configured
+                out.append(StudyTask(rows, (plan,), target, algorithm, space, st, storage, fingerprint))
+    return sorted(out, key=lambda t: (t.target != "itl", COST_ORDER.index(t.algorithm)))
+
+
+def by_algorithm(tasks: list[StudyTask], results: list[list[FoldOutcome]]) -> dict[str, dict[str, list[FoldOutcome]]]:
+    """target -> algorithm -> outcomes in the plans' order (tasks_for's sort is stable, so each (target, algorithm)
+    keeps its outer folds in order)."""
+    out: dict[str, dict[str, list[FoldOutcome]]] = {}
+    for task, res in zip(tasks, results):
+        out.setdefault(task.target, {}).setdefault(task.algorithm, []).extend(res)
     return out
 
 
 def algorithm_order(search: Search, target: str) -> list[str]:
     """The candidates for `target`, in params.yaml's order."""
-    return [a for a, space in search.algorithms.items() if target in space.targets]
+    return [a for a, space in search.candidates.items() if target in space.targets]
+
+
+def stage_tasks(ctx: Context, name: str) -> tuple[Regime, dict[str, pd.DataFrame], dict[str, list[OuterPlan]],
+                                                  list[StudyTask]]:
+    """The regime, rows, outer plans and studies of search@<name>, or of search_best for `best`: what the stage runs
+    and what `wattgpu search worker` joins."""
+    s, seed = ctx.search, ctx.params.base.seed
+    rows = {t: target_rows(ctx.rows, t) for t in ctx.params.base.targets}
+    if name == BEST:
+        regime = outer_regime(s, s.primary_regime)
+        plans = {t: [all_rows_plan(r, regime, s.active.inner_folds, seed)] for t, r in rows.items()}
+        return regime, rows, plans, tasks_for(ctx, rows, plans, f"best-{s.primary_regime}", regime)
+    regime = outer_regime(s, name)
+    plans = {t: nested_plan(r, regime, s.active.inner_folds, seed, s.active.calibration_folds) for t, r in rows.items()}
+    return regime, rows, plans, tasks_for(ctx, rows, plans, name, regime)
+
+
+def run_worker(name: str) -> None:
+    """`wattgpu search worker --regime <name>`: join the studies of search@<name> (`best`: of search_best) in the
+    shared storage, take trials until each has its budget (search/workers.py)."""
+    ctx = context(paths.project_root(), with_idle_power=name != BEST)
+    if server_url(ctx.search.storage) is None:
+        raise WattgpuError(f"a worker needs a shared storage: set {STORAGE_ENV} (or params.yaml search.storage) to "
+                           "a postgresql:// URL; with sqlite files each study belongs to the stage's own process")
+    tasks = stage_tasks(ctx, name)[3]
+    print(f"search worker {name}: {len(tasks)} studies x {ctx.search.active.n_trials} trials")
+    workers.work(tasks)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -128,16 +174,11 @@ def run_regime(name: str) -> dict:
     root = paths.project_root()
     ctx = context(root)
     s, ev, seed = ctx.search, ctx.params.evaluate, ctx.params.base.seed
-    regime = outer_regime(s, name)
-    rows = {t: target_rows(ctx.rows, t) for t in ctx.params.base.targets}
-    plans = {t: nested_plan(r, regime, s.active.inner_folds, seed, s.active.calibration_folds) for t, r in rows.items()}
-    tasks = tasks_for(ctx, rows, plans, name, regime)
-    print(f"search {name}: {len(tasks)} (target, algorithm) tasks x {len(plans[next(iter(plans))])} outer folds x "
+    regime, rows, plans, tasks = stage_tasks(ctx, name)
+    print(f"search {name}: {len(tasks)} (target, algorithm, outer fold) studies x "
           f"{s.active.n_trials} trials, profile {s.profile!r}, {s.n_workers} worker(s)")
     results = run_tasks(tasks, s.n_workers, description=f"search {name}")
-    outcomes: dict[str, dict[str, list[FoldOutcome]]] = {}
-    for task, res in zip(tasks, results):
-        outcomes.setdefault(task.target, {})[task.algorithm] = res
+    outcomes = by_algorithm(tasks, results)
 
     parts, fold_rows, selected = [], [], {}
     for target, t_rows in rows.items():
@@ -220,12 +261,9 @@ def run_best() -> dict:
     start = time.perf_counter()
     root = paths.project_root()
     ctx = context(root, with_idle_power=False)
-    s, ev, seed = ctx.search, ctx.params.evaluate, ctx.params.base.seed
+    s, ev = ctx.search, ctx.params.evaluate
     primary = s.primary_regime
-    regime = outer_regime(s, primary)
-    rows = {t: target_rows(ctx.rows, t) for t in ctx.params.base.targets}
-    plans = {t: [all_rows_plan(r, regime, s.active.inner_folds, seed)] for t, r in rows.items()}
-    tasks = tasks_for(ctx, rows, plans, f"best-{primary}", regime)
+    regime, rows, plans, tasks = stage_tasks(ctx, BEST)
     results = run_tasks(tasks, s.n_workers, description=f"search best ({primary} CV on all rows)")
     primary_result = json.loads(paths.resolve(paths.SEARCH_DIR / primary / "metrics.json", root).read_text())
     nested = primary_result["metrics"]
@@ -286,7 +324,7 @@ def log_run(ctx: Context, run_name: str, tags: dict, result: dict, tasks: list[S
         mlflow.set_tags({**tags, "git_commit": tracking.git_commit(ctx.root), "data_md5": ctx.data_md5})
         mlflow.log_params({"seed": ctx.params.base.seed, "profile": s.profile,
                            **{f"profile.{k}": v for k, v in s.active.model_dump().items()},
-                           "algorithms": ",".join(s.algorithms), "n_workers": s.n_workers, "n_jobs": s.n_jobs})
+                           "algorithms": ",".join(s.candidates), "n_workers": s.n_workers, "n_jobs": s.n_jobs})
         mlflow.log_metrics({**tracking.flatten(result.get("metrics", {})), "seconds_before_logging": seconds})
         experiment = parent.info.experiment_id
         for task, outcomes in zip(tasks, results):
@@ -319,10 +357,14 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("regime", help="nested search under one regime").add_argument("name", help="a key of search.regimes")
     sub.add_parser("best", help="winner per target on all rows (primary regime's CV)")
+    sub.add_parser("worker", help="take trials of a stage's studies in the shared storage").add_argument(
+        "name", help="a key of search.regimes, or best")
     args = parser.parse_args()
     try:
         if args.command == "regime":
             run_regime(args.name)
+        elif args.command == "worker":
+            run_worker(args.name)
         else:
             run_best()
     except WattgpuError as exc:

@@ -1,0 +1,200 @@
+"""The bad-input corpus (tests/bad_inputs/corpus.yaml) through the real entry points: HTTP (a real `mlflow models
+serve` of the pipeline's registered champion on 127.0.0.1), the CLI (`wattgpu ...` in a subprocess, on the
+pipeline clone's models) and batch CSV (`wattgpu predict --input --output`).
+
+Every case must be refused (non-zero exit, 4xx) or, for a batch, answered row by row: the answer names the field
+(and row), carries no traceback or `stack_trace`, and answered + rejected = input rows. The totals per entry
+point are printed and written to `bad_input_totals.json` in the test's temporary folder; the benchmark gets the
+same line from `corpus_summary` ("bad-input corpus: N cases, N handled").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from wattgpu import tracking
+from wattgpu.serving.server import Server
+
+pytestmark = pytest.mark.slow
+
+CORPUS = Path(__file__).resolve().parents[1] / "bad_inputs" / "corpus.yaml"
+REPEAT = re.compile(r"^<(.) x (\d+)>$")  # `<C x N>`: C repeated N times
+LLAMA_CONFIG = {  # meta-llama/Llama-3.1-8B-Instruct config.json (public), the fields that matter
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+
+
+def _expand(value):
+    if isinstance(value, str) and (m := REPEAT.match(value)):
+        return m.group(1) * int(m.group(2))
+    if isinstance(value, dict):
+        return {k: _expand(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v) for v in value]
+    return value
+
+
+def load_corpus() -> list[dict]:
+    return [_expand(c) for c in yaml.safe_load(CORPUS.read_text(encoding="utf-8"))]
+
+
+CASES = load_corpus()
+
+
+def _clean(text: str) -> list[str]:
+    return [f"a trace in the answer: {w}" for w in ("Traceback", "stack_trace") if w in text]
+
+
+def http_problems(case: dict, server: Server) -> list[str]:
+    if "raw" in case:
+        r = server.session.post(f"{server.url}/invocations", data=case["raw"].encode(), timeout=60,
+                                headers={"Content-Type": case["content_type"]})
+    else:
+        r = server.post(case["body"])
+    problems = _clean(r.text)
+    if len(r.content) > case.get("max_body", 100_000):
+        problems.append(f"a {len(r.content):,}-byte answer")
+    if case.get("partial"):
+        if r.status_code != 200:
+            return [*problems, f"status {r.status_code}, not 200 with per-row errors: {r.text[:300]}"]
+        preds = r.json()["predictions"]
+        n = len(case["body"].get("dataframe_records") or case["body"].get("inputs"))
+        rejected = {i for i, p in enumerate(preds) if p.get("error")}
+        answered = {i for i, p in enumerate(preds) if not p.get("error") and p.get("power_w") is not None}
+        expected = {int(k): f for k, f in case["rows"].items()}
+        if len(preds) != n or len(answered) + len(rejected) != n:
+            problems.append(f"{n} rows in, {len(answered)} answered + {len(rejected)} rejected out")
+        if rejected != set(expected):
+            problems.append(f"rejected rows {sorted(rejected)}, expected {sorted(expected)}")
+        problems += [f"row {i}: {preds[i].get('error')!r} does not name {f!r}" for i, f in expected.items()
+                     if i < len(preds) and f"field {f!r}" not in str(preds[i].get("error"))]
+        return problems
+    if not 400 <= r.status_code < 500:
+        return [*problems, f"status {r.status_code}, not 4xx: {r.text[:300]}"]
+    if case.get("field") is None:
+        return problems
+    answer = r.json()
+    if answer.get("field") != case["field"] or f"field {case['field']!r}" not in answer.get("detail", ""):
+        problems.append(f"names field {answer.get('field')!r}, not {case['field']!r}: {str(answer)[:300]}")
+    if case.get("row") is not None and answer.get("row") != case["row"]:
+        problems.append(f"names row {answer.get('row')!r}, not {case['row']}")
+    listed = {(e["row"], e["field"]) for e in answer.get("errors", [])}
+    problems += [f"row {k} field {f!r} not listed" for k, f in case.get("rows", {}).items() if (int(k), f) not in listed]
+    return problems
+
+
+def _wattgpu(args: list[str], project: Path) -> subprocess.CompletedProcess:
+    from tests.integration.helpers import BIN, env
+
+    return subprocess.run([str(BIN / "wattgpu"), *args], cwd=project, env=env(), capture_output=True, text=True,
+                          timeout=300)
+
+
+def cli_problems(case: dict, project: Path, tmp: Path) -> list[str]:
+    files = {"llm_config": tmp / "config.json", "dup_config": tmp / "dup-config.json"}
+    files["llm_config"].write_text(json.dumps(LLAMA_CONFIG))
+    text = json.dumps(LLAMA_CONFIG)  # the same config with one key given twice (the last would win)
+    files["dup_config"].write_text(text[:-1] + ', "num_hidden_layers": 4}')
+    res = _wattgpu([a.format(**files) if a.startswith("{") else a for a in case["args"]], project)
+    out = res.stdout + res.stderr
+    problems = _clean(out)
+    if res.returncode == 0:
+        problems.append(f"exit 0: {out[-300:]}")
+    if case["field"] not in out:
+        problems.append(f"does not name {case['field']!r}: {out[-300:]}")
+    return problems
+
+
+def batch_problems(case: dict, project: Path, tmp: Path) -> list[str]:
+    src = tmp / "in.csv"
+    src.write_text(case["csv"])
+    dst = tmp / "out" if case.get("output_is_dir") else tmp / "preds.csv"
+    dst.mkdir(exist_ok=True) if case.get("output_is_dir") else None
+    res = _wattgpu(["predict", "--input", str(src), "--output", str(dst)], project)
+    out = res.stdout + res.stderr
+    problems = _clean(out)
+    if res.returncode == 0:
+        problems.append(f"exit 0: {out[-300:]}")
+    if case.get("output_is_dir"):
+        return problems + ([] if case["field"] in out else [f"does not name {case['field']}: {out[-300:]}"])
+    n = len(pd.read_csv(src))
+    rejected_file = dst.with_name(dst.name + ".rejected.csv")
+    rejected = pd.read_csv(rejected_file) if rejected_file.exists() else pd.DataFrame(columns=["row", "field"])
+    answered = len(pd.read_csv(dst)) if dst.exists() else 0
+    if answered + rejected["row"].nunique() != n:
+        problems.append(f"{n} rows in, {answered} answered + {rejected['row'].nunique()} rejected out")
+    listed = set(zip(rejected["row"], rejected["field"]))
+    problems += [f"row {k} field {f!r} not in {rejected_file.name}" for k, f in case["rows"].items()
+                 if (int(k), f) not in listed]
+    first = min(case["rows"], key=int)
+    if f"row {first}, field {case['rows'][first]!r}" not in out:
+        problems.append(f"the message does not name row {first}, field {case['rows'][first]!r}: {out[-300:]}")
+    return problems
+
+
+def problems(case: dict, project: Path, server: Server, tmp: Path) -> list[str]:
+    """What is wrong with how the entry point answered `case` ([] = handled)."""
+    if case["entry"] == "http":
+        return http_problems(case, server)
+    tmp.mkdir(parents=True, exist_ok=True)
+    return cli_problems(case, project, tmp) if case["entry"] == "cli" else batch_problems(case, project, tmp)
+
+
+def champion_server(project: Path) -> Server:
+    """The endpoint `make serve` starts: both champions behind MLflow's scoring app and our guard (body size, JSON
+    parse and duplicate keys, no `stack_trace` in any error body)."""
+    return Server.champions(tracking.tracking_uri(project))
+
+
+def corpus_totals(project: Path, tmp: Path) -> dict[str, list[int]]:
+    """Entry point -> [cases, handled], running every case (for the benchmark: `corpus_summary`)."""
+    totals: dict[str, list[int]] = {}
+    with champion_server(project) as server:
+        for i, case in enumerate(CASES):
+            t = totals.setdefault(case["entry"], [0, 0])
+            t[0] += 1
+            t[1] += not problems(case, project, server, tmp / str(i))
+    return totals
+
+
+def corpus_summary(totals: dict[str, list[int]]) -> str:
+    cases, handled = (sum(t[i] for t in totals.values()) for i in (0, 1))
+    parts = ", ".join(f"{e} {h}/{n}" for e, (n, h) in sorted(totals.items()))
+    return f"bad-input corpus: {cases} cases, {handled} handled ({parts})"
+
+
+# ------------------------------------------------------------------------------------------------- the tests
+
+TOTALS: dict[str, list[int]] = {}
+
+
+@pytest.fixture(scope="module")
+def server(pipeline, tmp_path_factory):
+    with champion_server(pipeline) as srv:
+        yield srv
+    out = tmp_path_factory.getbasetemp() / "bad_input_totals.json"
+    out.write_text(json.dumps(TOTALS, indent=1))
+    print(f"\n{corpus_summary(TOTALS)} (totals in {out})")
+
+
+def test_the_corpus_covers_every_entry_point():
+    counts = {e: sum(c["entry"] == e for c in CASES) for e in ("http", "cli", "batch_csv")}
+    assert sum(counts.values()) == len(CASES) >= 60 and min(counts.values()) >= 5, counts
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c["name"]) for c in CASES])
+def test_a_bad_input_is_answered_cleanly(case, pipeline, server, tmp_path):
+    found = problems(case, pipeline, server, tmp_path)
+    t = TOTALS.setdefault(case["entry"], [0, 0])
+    t[0] += 1
+    t[1] += not found
+    assert found == []
