@@ -46,7 +46,8 @@ serve: setup
 
 ## Load the served champions (16 clients x 60 s: errors, 1-row p50/p99, batched rows/s, memory) and time in-process.
 bench: setup
-	$(BIN)/python scripts/benchmark.py
+	mkdir -p reports/benchmarks
+	set -o pipefail; $(BIN)/python scripts/benchmark.py | tee reports/benchmarks/bench.txt
 
 ## Rewrite the README's generated blocks (figures, outputs) from the committed reports; commit both.
 readme: setup

@@ -17,6 +17,16 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
+@pytest.fixture(autouse=True)
+def _tracking_uri_stays_in_its_test():
+    """mlflow.set_tracking_uri also exports MLFLOW_TRACKING_URI (for subprocesses), and wattgpu.tracking honours that
+    variable: after each test it is cleared, so one test's (or fixture's) temporary store never becomes the store
+    of a later test or of a server a later fixture starts. Tests name their store explicitly."""
+    yield
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
+        os.environ.pop(name, None)
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

@@ -152,7 +152,7 @@ def problems(case: dict, project: Path, server: Server, tmp: Path) -> list[str]:
 def champion_server(project: Path) -> Server:
     """The endpoint `make serve` starts: both champions behind MLflow's scoring app and our guard (body size, JSON
     parse and duplicate keys, no `stack_trace` in any error body)."""
-    return Server.champions(tracking.tracking_uri(project))
+    return Server.champions(f"sqlite:///{tracking.tracking_dir(project) / 'mlflow.db'}")  # this project's store
 
 
 def corpus_totals(project: Path, tmp: Path) -> dict[str, list[int]]:

@@ -41,16 +41,16 @@ def postgres():
 
 
 def worker_project(pipeline: Path, tmp: Path) -> Path:
-    """A project root on the pipeline clone's data whose search_best is one study: power, the workload model, the
-    mlenergy_legacy rows (small: fast trials), BUDGET trials."""
+    """A project root on the pipeline clone's data whose search_best is one study: ITL, the workload model (its
+    step-time fit takes about a second per inner fold, so a kill lands mid-trial), Watt Counts rows, BUDGET trials."""
     tmp.mkdir()
     (tmp / "data").symlink_to(pipeline / "data", target_is_directory=True)
     params = yaml.safe_load((pipeline / "params.yaml").read_text())
-    params["base"]["targets"] = ["power"]
+    params["base"]["targets"] = ["itl"]
     s = params["search"]
-    s.update(source="mlenergy_legacy", profile="servers", default_algorithm="workload",
-             algorithms={"workload": {**s["algorithms"]["workload"], "targets": ["power"]}})
-    s["profiles"]["servers"] = {"n_trials": BUDGET, "inner_folds": 2, "max_pairs": 2, "calibration_folds": 2}
+    s.update(source="wattcounts_processed", profile="servers", default_algorithm="workload",
+             algorithms={"workload": {**s["algorithms"]["workload"], "targets": ["itl"]}})
+    s["profiles"] = {"servers": {"n_trials": BUDGET, "inner_folds": 2, "max_pairs": 2, "calibration_folds": 2}}
     (tmp / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return tmp
 
@@ -162,7 +162,7 @@ def test_the_register_stage_and_serving_work_against_the_tracking_server(trackin
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert not (root / "mlruns").exists()  # nothing went to a local store
-    client = mlflow.MlflowClient(uri)
+    client = mlflow.MlflowClient(uri, registry_uri=uri)  # not the registry an earlier in-process test set
     for name in ("wattgpu-power", "wattgpu-itl"):
         assert client.get_model_version_by_alias(name, "champion").version
     assert any(artifacts.rglob("MLmodel"))  # the server stored the artifacts where it was told to

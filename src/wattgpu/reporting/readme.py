@@ -112,6 +112,10 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "predict-example": _text(paths.REPORTS_DIR / "examples" / "predict.txt"),
     "recommend-example": _text(paths.REPORTS_DIR / "examples" / "recommend.txt"),
     "casestudy": lambda root: _read(root, paths.REPORTS_DIR / "casestudy" / "casestudy.md").strip(),
+    # measurements on the machine named in each file, written by the commands the README shows (`make bench`,
+    # scripts/benchmark_workers.py): machine-dependent, committed beside the reports, never typed
+    "bench": _text(paths.REPORTS_DIR / "benchmarks" / "bench.txt"),
+    "workers-benchmark": _text(paths.REPORTS_DIR / "benchmarks" / "workers.txt"),
 }
 
 
