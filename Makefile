@@ -8,7 +8,7 @@ export DO_NOT_TRACK := 1
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: run test verify setup data repro clean-venv bench readme serve services services-stop
+.PHONY: run test verify verify-lock setup data repro clean-venv bench readme serve services services-stop
 
 $(BIN)/wattgpu: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,6 +37,10 @@ test: data
 ## committed dvc.lock was not made by this code, data and params, or if a committed metric moved beyond its noise.
 verify: data
 	$(BIN)/python scripts/verify_main.py
+
+## What CI runs after the tests, in seconds: the committed dvc.lock matches this code, data and params (no rerun).
+verify-lock: setup
+	$(BIN)/python scripts/verify_main.py --lock-only
 
 PORT ?= 5000
 WORKERS ?= 1
