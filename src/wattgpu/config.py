@@ -69,9 +69,10 @@ class Registry(Strict):
     # Regime whose `evaluate` figures stand for the paper-replica fallback (used while the search stage has
     # written no reports/search/best_<target>.json).
     replica_regime: str = "logo"
-    # Champion and challenger are refitted and scored on the same outer folds; the challenger is promoted only when
-    # its mean per-fold score is lower by more than min_gain_pp (points of the score, a geometric mean of MdAPE %)
-    # AND by more than se_multiple standard errors of the per-fold differences (the noise between folds).
+    # Champion and challenger are scored on the same outer folds; a challenger of another configuration is promoted
+    # only when its mean per-fold score is lower by more than the margin: min_gain_pp (points of the score, a
+    # geometric mean of MdAPE %) and se_multiple standard errors of the per-fold differences (the noise between
+    # folds), whichever is larger; one of the champion's configuration when it is no worse than that margin.
     min_gain_pp: float = Field(0.1, ge=0)
     se_multiple: float = Field(2.0, ge=0)
 

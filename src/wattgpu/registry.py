@@ -1,24 +1,32 @@
-"""Model registry: champion / challenger by MLflow aliases; a challenger becomes champion only when it beats the
-champion by more than the noise, both scored by one procedure on identical rows.
+"""Model registry: champion / challenger by MLflow aliases, and the gate between them (`judge`): no challenger
+becomes champion without a comparison with the champion on the same held-out folds, the first champion excepted.
 
-The procedure (`rescore`): per outer fold of the primary regime (the search's outer folds, on the challenger's
-training table), each configuration (algorithm, feature set, hyperparameters: fixed, not tuned again) is refitted
-on the fold's training rows and predicts its test rows; the fold's score is the search's own (search.nested.score:
-geometric mean of the per-group MdAPE, %). Refits of fixed configurations, because the champion's recorded figures
-come from another evaluation whenever the data changed (other rows, folds or code); scored again here, both stand
-on the same rows and folds. The comparison is fair between the two, not an unbiased estimate of either: both
-configurations were tuned on data overlapping these test rows (the challenger on all of this table, the champion
-on an earlier one). The unbiased figures are the nested ones in reports/search, recorded beside them.
+The evaluation (`gate`): the primary regime's outer folds as the search builds them, on the challenger's training
+table, fingerprinted by `Evaluation` (rows, folds, search profile and budget, code). The scores (`rescore`): per
+fold, a configuration (algorithm, feature set, hyperparameters: fixed, not tuned again) is refitted on the fold's
+training rows and predicts its test rows the way they are served (a Poisson row's requests in flight solved by the
+ITL model: its own, or for a power model the served ITL configuration's, fitted on the fold); the fold's score is the search's own (search.nested.score: geometric mean
+of the per-group MdAPE, %). Every version records its own per-fold scores on its evaluation (`own_fold_scores` in its
+decision record, `recorded_scores`). The champion's per-fold scores on the challenger's folds are:
+- another configuration: its configuration refitted by today's code (both scored on the test rows both predict);
+- the same configuration, recorded on the same rows and folds (only the code, profile or trial budget differ): its
+  recorded scores, against the challenger's fresh ones: what the code change did to that configuration;
+- the same configuration on other rows or folds: its configuration refitted by today's code (the only code that can
+  run), which scores it exactly as the challenger (a tie).
+The comparison is fair between the two, not an unbiased estimate of either: both configurations were tuned on data
+overlapping these test rows (the challenger on all of this table, the champion on an earlier one). The unbiased
+figures are the nested ones in reports/search, recorded beside them.
 
-The rule (`decide`), over the paired per-fold differences d = challenger - champion (lower is better):
-- no champion yet: first champion;
-- the same configuration (and code) as the champion: kept, nothing to compare (no refits);
-- the same configuration with other code: refreshed (promoted without refits), so that the served model is always
-  one today's code fitted (a changed feature or estimator must never meet an older pickled model);
-- promoted when mean(d) < -margin, margin = max(min_gain_pp, se_multiple x standard error of d);
-- a challenger that adds the prediction intervals the champion lacks: promoted when mean(d) <= +margin (no worse
-  within the noise);
+The rule (`decide`), over the paired per-fold differences d = challenger - champion (lower is better), margin =
+max(min_gain_pp, se_multiple x standard error of d):
+- no champion yet: first champion, the only promotion without a comparison;
+- the same configuration, code and evaluation as the champion: kept, nothing to compare (no refits, no promotion);
+- the same configuration otherwise: refreshed (promoted) when mean(d) <= +margin (no worse within the noise: the
+  served model is then one today's code fitted on today's rows), else kept (today's code fits it worse);
+- another configuration: promoted when mean(d) < -margin; one that adds the prediction intervals the champion lacks:
+  promoted when mean(d) <= +margin (no worse within the noise);
 - else kept. A one-sided Wilcoxon signed-rank p-value is recorded as further evidence; it does not decide.
+A `Decision` that promotes without a `Comparison` (the first champion excepted) cannot be made: it raises.
 """
 
 from __future__ import annotations
@@ -31,10 +39,12 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 import pandas as pd
 
-from wattgpu.config import Registry, Replica, XgbParams
-from wattgpu.evaluation.cv import Fold
+from wattgpu.config import Params, Registry, Replica, XgbParams
+from wattgpu.evaluation.cv import Fold, folds, outer_regime
 from wattgpu.evaluation.metrics import score_groups
+from wattgpu.evaluation.predictions import ID_COLUMNS
 from wattgpu.modeling.algorithms import make_estimator
+from wattgpu.modeling.predictor import served_predictions
 from wattgpu.modeling.replica import paper_model, paper_target
 from wattgpu.modeling.targets import TARGETS
 from wattgpu.search.nested import score
@@ -47,7 +57,9 @@ REPLICA_ALGORITHM = "paper_replica"
 
 @dataclass(frozen=True)
 class Evaluation:
-    """What per-fold scores depend on besides the configuration; two sets compare only when all of these agree."""
+    """What per-fold scores depend on besides the configuration. Scores of one configuration are the same when all of
+    these agree (the gate's identical case); a recorded set stands against fresh ones when the rows and folds agree
+    (`same_rows_and_folds`): what differs then is the code (or the search that chose the configuration)."""
 
     regime: str
     rows_md5: str  # the training table (data version): ids and target of every row, in order
@@ -55,11 +67,17 @@ class Evaluation:
     profile: str  # the search profile and its trial budget that chose the configuration
     n_trials: int
     code: str  # the register stage's code fingerprint (reports/code/register.json)
+    # what solves a Poisson test row's requests in flight (the served path): "self" (an ITL model solves its own),
+    # the sha of the ITL configuration fitted per fold beside a power model, or "none"
+    solver: str = "none"
 
     def differences(self, other: Evaluation | None) -> list[str]:
         if other is None:
             return ["no recorded evaluation"]
         return [f.name for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]
+
+    def same_rows_and_folds(self, other: Evaluation | None) -> bool:
+        return other is not None and not {"regime", "rows_md5", "folds_md5", "solver"} & set(self.differences(other))
 
     def to_tags(self) -> dict[str, str]:
         return {f"eval.{k}": str(v) for k, v in asdict(self).items()}
@@ -120,30 +138,67 @@ class Configuration:
 
 
 def rescore(rows: pd.DataFrame, folds: list[Fold], configurations: dict[str, Configuration], seed: int,
-            n_jobs: int = 1, n_workers: int = 1) -> dict[str, dict[str, float]]:
+            n_jobs: int = 1, n_workers: int = 1, itl: Configuration | None = None) -> dict[str, dict[str, float]]:
     """{name: {fold: score}}: each configuration refitted on each fold's training rows (within its domain) and
     scored on the fold's test rows that every configuration predicts (search.nested.score). Folds without such
-    test rows are left out, for every configuration alike. The fits run `n_workers` at a time (threads: the boosting
-    libraries release the GIL), each on `n_jobs` threads; the scores depend on neither."""
+    test rows are left out, for every configuration alike. Configurations with the same `sha` are fitted once and
+    share their scores (the same fits). The fits run `n_workers` at a time (threads: the boosting libraries release
+    the GIL), each on `n_jobs` threads; the scores depend on neither.
+
+    Test rows are predicted the way they are served (modeling.predictor.served_predictions): a Poisson row's requests
+    in flight are solved by the ITL model (an ITL configuration by itself; a power configuration by `itl`, fitted on
+    each fold's training rows once for every configuration), never taken from the measured latency."""
     from joblib import Parallel, delayed
+    from threadpoolctl import threadpool_limits
 
     common = np.logical_and.reduce([c.domain(rows) for c in configurations.values()])
-    tasks = [(name, c, fold.name, fold.train[c.domain(rows)[fold.train]], fold.test[common[fold.test]])
-             for fold in folds for name, c in configurations.items() if common[fold.test].any()]
+    unique = {c.sha: c for c in configurations.values()}
+    live = [fold for fold in folds if common[fold.test].any()]
+    with threadpool_limits(1, user_api="blas"):  # process-wide, before the fit threads start: one BLAS thread each
+        return _rescore(rows, live, configurations, unique, common, seed, n_jobs, n_workers, itl)
+
+
+def _rescore(rows, live, configurations, unique, common, seed, n_jobs, n_workers, itl):
+    from joblib import Parallel, delayed
+
+    solvers: dict[str, object] = {}
+    if itl is not None and any(_needs_solver(c) for c in unique.values()):
+        fitted = Parallel(n_jobs=n_workers, prefer="threads")(
+            delayed(_fit_solver)(rows, itl, fold.train, seed, n_jobs) for fold in live)
+        solvers = {fold.name: model for fold, model in zip(live, fitted)}
+    tasks = [(sha, fold.name, fold.train[c.domain(rows)[fold.train]], fold.test[common[fold.test]])
+             for fold in live for sha, c in unique.items()]
     scores = Parallel(n_jobs=n_workers, prefer="threads")(
-        delayed(_fold_score)(rows, c, train, test, seed, n_jobs) for _, c, _, train, test in tasks)
-    out: dict[str, dict[str, float]] = {name: {} for name in configurations}
-    for (name, _, fold, _, _), value in zip(tasks, scores):
-        out[name][fold] = value
-    return out
+        delayed(_fold_score)(rows, unique[sha], train, test, seed, n_jobs, solvers.get(name))
+        for sha, name, train, test in tasks)
+    by_sha: dict[str, dict[str, float]] = {sha: {} for sha in unique}
+    for (sha, fold, _, _), value in zip(tasks, scores):
+        by_sha[sha][fold] = value
+    return {name: dict(by_sha[c.sha]) for name, c in configurations.items()}
+
+
+def _needs_solver(config: Configuration) -> bool:
+    """A learned model of another target than ITL needs an ITL model for a Poisson row's requests in flight (the
+    paper replica takes the request rate itself)."""
+    return config.target != "itl" and config.algorithm != REPLICA_ALGORITHM
+
+
+def _fit_solver(rows: pd.DataFrame, itl: Configuration, train: np.ndarray, seed: int, n_jobs: int):
+    """`itl` fitted on the fold's training rows that have an ITL (and are in its domain)."""
+    keep = train[itl.domain(rows)[train] & rows[TARGETS["itl"].column].notna().to_numpy()[train]]
+    return itl.estimator(seed, n_jobs).fit(rows.iloc[keep])
 
 
 def _fold_score(rows: pd.DataFrame, config: Configuration, train: np.ndarray, test: np.ndarray, seed: int,
-                n_jobs: int) -> float:
+                n_jobs: int, solver=None) -> float:
     learn, factor = config.learning_rows(rows)
     model = config.estimator(seed, n_jobs).fit(learn.iloc[train])
-    with np.errstate(over="ignore", invalid="ignore"):
-        pred = np.asarray(model.predict(learn.iloc[test]), dtype=float) * factor[test]
+    if config.algorithm == REPLICA_ALGORITHM:
+        with np.errstate(over="ignore", invalid="ignore"):
+            pred = np.asarray(model.predict(learn.iloc[test]), dtype=float) * factor[test]
+    else:
+        models = {config.target: model, **({"itl": solver} if solver is not None and _needs_solver(config) else {})}
+        pred = served_predictions(rows.iloc[test], models)[1][config.target]
     y = rows[TARGETS[config.target].column].to_numpy(dtype=float)
     return round(score(y[test], pred, score_groups(rows)[test]), 6)
 
@@ -205,40 +260,54 @@ def _round(x: float) -> float | None:
     return round(x, 6) if math.isfinite(x) else None
 
 
+FIRST = "first champion"
+
+
 @dataclass(frozen=True)
 class Decision:
     promote: bool
     verdict: str  # first champion | promoted | refreshed | kept champion | kept champion, identical configuration
     reason: str
+    comparison: Comparison | None = None  # what it was decided on (None: first champion, or kept as identical)
+
+    def __post_init__(self):
+        if self.promote and self.verdict != FIRST and (self.comparison is None or not self.comparison.challenger):
+            raise ValueError(f"{self.verdict!r}: a challenger is promoted only on a comparison with the champion")
 
 
 def decide(comparison: Comparison | None, rule: Registry, champion_version: str | None = None,
-           identical: bool = False, adds_intervals: bool = False, new_code: bool = False) -> Decision:
-    """Whether the challenger becomes champion, and why (pure). `identical`: the champion has the challenger's
-    configuration (and code); `new_code`: the same configuration, fitted by other code; `adds_intervals`: the
-    challenger gives prediction intervals and the champion does not."""
+           identical: bool = False, adds_intervals: bool = False, same_configuration: bool = False) -> Decision:
+    """Whether the challenger becomes champion, and why (pure; the rules in the module docstring). `identical`: the
+    champion has the challenger's configuration, code and evaluation; `same_configuration`: its configuration,
+    with other code or on another evaluation; `adds_intervals`: the challenger gives prediction intervals and the
+    champion does not. Without a champion the comparison is not needed; otherwise, unless `identical`, it is:
+    deciding without one raises."""
     if champion_version is None:
-        return Decision(True, "first champion", "no champion yet")
+        return Decision(True, FIRST, "no champion yet")
     cv = f"v{champion_version}"
     if identical:
         return Decision(False, "kept champion, identical configuration",
-                        f"champion {cv} has the challenger's configuration and code: nothing to compare")
-    if new_code:
-        return Decision(True, "refreshed", f"champion {cv} has the challenger's configuration but was fitted by other "
-                                           "code: the same configuration fitted by today's code replaces it")
+                        f"champion {cv} has the challenger's configuration, code and evaluation: nothing to compare")
     if comparison is None or not comparison.challenger:
-        raise ValueError("a challenger is compared with a champion on at least one fold")
+        raise ValueError("a challenger is promoted or refused only on a comparison with the champion on at least one "
+                         "fold")
     gain, margin, se = -comparison.mean_difference, comparison.margin(rule), comparison.standard_error
     figures = (f"mean per-fold score {comparison.mean('challenger'):.3f} vs champion {cv} "
                f"{comparison.mean('champion'):.3f} over {len(comparison.challenger)} paired folds; difference "
                f"{-gain:+.3f}, standard error {se:.3f}, margin {margin:.3f} (max of {rule.min_gain_pp:g} and "
                f"{rule.se_multiple:g} SE)")
+    if same_configuration:
+        if -gain <= margin:
+            return Decision(True, "refreshed", f"{figures}: {cv}'s configuration fitted by today's code on today's "
+                                               "rows, no worse within the margin, replaces it", comparison)
+        return Decision(False, "kept champion", f"{figures}: {cv}'s configuration fitted by today's code is worse by "
+                                                "more than the margin", comparison)
     if gain > margin:
-        return Decision(True, "promoted", f"{figures}: better by more than the margin")
+        return Decision(True, "promoted", f"{figures}: better by more than the margin", comparison)
     if adds_intervals and -gain <= margin:
         return Decision(True, "promoted", f"{figures}: no worse within the margin, and it adds the prediction "
-                                          f"intervals {cv} lacks")
-    return Decision(False, "kept champion", f"{figures}: not better by more than the margin")
+                                          f"intervals {cv} lacks", comparison)
+    return Decision(False, "kept champion", f"{figures}: not better by more than the margin", comparison)
 
 
 def rows_md5(rows: pd.DataFrame) -> str:
@@ -255,6 +324,127 @@ def folds_md5(folds: list[Fold]) -> str:
         h.update(f"{f.name}:".encode())
         h.update(np.asarray(f.test, dtype=np.int64).tobytes())
     return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The gate: the challenger's evaluation, the champion's scores on it, the decision and its record
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A configuration to register, where it comes from and its held-out figures on the primary regime (nested:
+    the unbiased ones, recorded beside the gate's paired scores)."""
+
+    origin: str  # "search" or "paper_replica fallback"
+    configuration: Configuration
+    regime: str
+    offline_mdape: float
+    server_mdape: float
+
+    def nested(self) -> dict:
+        return {"regime": self.regime, "offline_mdape": self.offline_mdape, "server_mdape": self.server_mdape}
+
+
+@dataclass(frozen=True)
+class Incumbent:
+    """The champion: its version, configuration, recorded evaluation, whether it gives intervals, and its own
+    per-fold scores on that evaluation as recorded on its version (None where none were)."""
+
+    version: str
+    configuration: Configuration
+    evaluation: Evaluation | None
+    intervals: bool
+    fold_scores: dict[str, float] | None = None
+
+    def scores_on(self, evaluation: Evaluation) -> dict[str, float] | None:
+        """Its recorded per-fold scores where they stand on `evaluation`'s rows and folds, else None."""
+        return self.fold_scores if self.fold_scores and evaluation.same_rows_and_folds(self.evaluation) else None
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The challenger's evaluation, on which the champion is scored: its rows, outer folds and fingerprint."""
+
+    rows: pd.DataFrame
+    folds: list[Fold]
+    evaluation: Evaluation
+    seed: int
+    n_jobs: int  # threads per fit
+    n_workers: int  # fits side by side
+    load_rho: tuple[tuple[str, float], ...] = ()  # evaluate.load_rho, for a champion folder without `configuration`
+    itl: Configuration | None = None  # the served ITL configuration: solves a power model's Poisson rows (served path)
+
+    def scores(self, configurations: dict[str, Configuration]) -> dict[str, dict[str, float]]:
+        return rescore(self.rows, self.folds, configurations, self.seed, self.n_jobs, self.n_workers, self.itl)
+
+
+def gate(target: str, rows: pd.DataFrame, cand: Candidate, params: Params, code: str,
+         itl: Configuration | None = None) -> Gate:
+    """The primary regime's outer folds as the search builds them (nested_plan: every fold with training rows),
+    on `rows`; a paper-replica fallback: its `evaluate` regime, untuned (profile "none", no trials). `code`: the
+    fingerprint of the code that fits and scores (the register stage's); `itl`: the ITL configuration served beside
+    a power model, which solves its Poisson rows' requests in flight on each fold."""
+    s, ev, seed = params.search, params.evaluate, params.base.seed
+    if s is not None and cand.regime in s.regimes:
+        regime, profile, n_trials = outer_regime(s, cand.regime), s.profile, s.active.n_trials
+    else:
+        regime, profile, n_trials = ev.regimes[cand.regime], "none", 0
+    outer = [f for f in folds(rows, regime, seed) if len(f.train)]
+    solver = "self" if target == "itl" else (itl.sha if itl is not None else "none")
+    evaluation = Evaluation(cand.regime, rows_md5(rows[[*ID_COLUMNS, TARGETS[target].column]]), folds_md5(outer),
+                            profile, n_trials, code, solver)
+    n_jobs, n_workers = (s.n_jobs, s.n_workers) if s is not None else (1, 1)
+    return Gate(rows, outer, evaluation, seed, n_jobs, n_workers, tuple(sorted(ev.load_rho.items())),
+                None if target == "itl" else itl)
+
+
+def judge(cand: Candidate, champion: Incumbent | None, check: Gate, rule: Registry,
+          adds_intervals: bool) -> tuple[Decision, dict]:
+    """The decision on `cand` and its record (as in reports/register/decision.json). The challenger is scored on
+    `check`'s folds and compared with the champion's scores there (recorded, for the same configuration on the same
+    rows and folds; else its configuration refitted by today's code). Without a champion, only the challenger's own
+    scores are fitted (recorded on its version, `own_fold_scores`, for a later comparison); when the champion has the
+    challenger's configuration, code and evaluation, nothing is fitted (its recorded scores carry over)."""
+    config = cand.configuration
+    same = champion is not None and champion.configuration.sha == config.sha
+    identical = same and champion.evaluation == check.evaluation
+    comparison, basis, own = None, None, None
+    if champion is None:
+        own = check.scores({CHALLENGER: config})[CHALLENGER]
+    elif identical:
+        own = champion.fold_scores
+    else:
+        recorded = champion.scores_on(check.evaluation) if same else None
+        if recorded:
+            own = check.scores({CHALLENGER: config})[CHALLENGER]
+            if list(own) == list(recorded):
+                comparison, basis = Comparison(own, recorded), f"recorded on v{champion.version}"
+        if comparison is None:
+            scores = check.scores({CHALLENGER: config, CHAMPION: champion.configuration})
+            comparison, basis = Comparison(scores[CHALLENGER], scores[CHAMPION]), "refitted by today's code"
+            same_domain = np.array_equal(config.domain(check.rows), champion.configuration.domain(check.rows))
+            own = own or (scores[CHALLENGER] if same_domain else check.scores({CHALLENGER: config})[CHALLENGER])
+    decision = decide(comparison, rule, champion.version if champion else None, identical, adds_intervals,
+                      same_configuration=same and not identical)
+
+    def scored(per_fold: dict[str, float] | None) -> dict:
+        mean = round(float(np.mean(list(per_fold.values()))), 6) if per_fold else None
+        return {"fold_scores": per_fold, "mean_score": mean}
+
+    record = {
+        "name": rule.names[config.target], "decision": decision.verdict, "reason": decision.reason,
+        "evaluation": asdict(check.evaluation),
+        "challenger": {"origin": cand.origin, "configuration": config.to_json(), "nested": cand.nested(),
+                       **scored(comparison.challenger if comparison else own if champion is None else None),
+                       "own_fold_scores": own},
+        "champion": None if champion is None else {
+            "version": int(champion.version), "configuration": champion.configuration.to_json(),
+            "recorded_evaluation": asdict(champion.evaluation) if champion.evaluation else None,
+            "differs_in": check.evaluation.differences(champion.evaluation),
+            **scored(comparison.champion if comparison else None), "fold_scores_from": basis},
+        "test": comparison.evidence(rule) if comparison else None,
+    }
+    return decision, record
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -290,6 +480,15 @@ def register_version(client, name: str, model_uri: str, decision: Decision, eval
 
 RECORD_TAG = "decision.record"  # the whole decision (as in reports/register/decision.json), JSON
 INPUTS_TAG = "decision.inputs"  # fingerprint of everything the decision and the fitted folder depend on
+
+
+def recorded_scores(tags: dict[str, str]) -> dict[str, float] | None:
+    """A version's own per-fold scores on its evaluation, from its decision record (None where it has none)."""
+    try:
+        scores = json.loads(tags[RECORD_TAG])["challenger"].get("own_fold_scores")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return {str(k): float(v) for k, v in scores.items()} if isinstance(scores, dict) and scores else None
 
 
 def inputs_sha(inputs: dict) -> str:

@@ -69,3 +69,71 @@ def test_workload_groups_and_the_extrapolation_mask():
 def test_a_level_outside_zero_one_is_refused():
     with pytest.raises(ValueError, match="level"):
         intervals.half_widths(calibration(50, 0, 0.1, 0.1), np.array([0]), np.array([False]), 80)
+
+
+def two_gpu_kinds(n_per_gpu: int = 200, narrow: float = 0.05, wide: float = 0.4, n_wide: int = 2) -> Calibration:
+    """Eight calibration GPUs in one bin: six with small residuals, two (n_wide) with large ones."""
+    rng = np.random.default_rng(1)
+    scales = [wide] * n_wide + [narrow] * (8 - n_wide)
+    scores = np.concatenate([rng.normal(0, s, n_per_gpu) for s in scales])
+    unit = np.repeat([f"gpu{i}" for i in range(8)], n_per_gpu).astype(object)
+    n = len(scores)
+    return Calibration(scores, np.zeros(n, int), np.zeros(n, bool), unit, np.zeros(n, bool), ("NVIDIA",))
+
+
+def test_the_group_floor_covers_most_gpus_not_only_most_rows():
+    cal = two_gpu_kinds(n_wide=4)  # half the GPUs miss by 8x more than the others
+    pooled = intervals.half_widths(Calibration(cal.scores, cal.group, cal.extrapolating), np.array([0]),
+                                   np.array([False]), 0.8)[0]
+    grouped = intervals.half_widths(cal, np.array([0]), np.array([False]), 0.8)[0]
+    assert grouped >= pooled
+    per_gpu = [np.mean(np.abs(cal.scores[cal.unit == u]) <= grouped) for u in np.unique(cal.unit)]
+    # the pooled 80 % quantile is right on average only: the wide GPUs get ~60 %, the narrow ones ~100 %
+    pooled_per_gpu = [np.mean(np.abs(cal.scores[cal.unit == u]) <= pooled) for u in np.unique(cal.unit)]
+    assert np.mean(np.abs(cal.scores) <= pooled) == pytest.approx(0.8, abs=0.01) and min(pooled_per_gpu) < 0.65
+    assert min(per_gpu) >= 0.7 > min(pooled_per_gpu) + 0.05  # the floor: every GPU near its level
+
+
+def test_a_novel_accelerator_family_abstains_and_calibrates_nothing():
+    rows = pd.DataFrame({"gpu_vendor": ["NVIDIA", "Intel", "Intel", "AMD", None],
+                         "gpu_architecture": ["Hopper", "Gaudi 2", "Xe-HPC (Ponte Vecchio)", "CDNA 3", None]})
+    assert intervals.accelerator_family(rows).tolist() == ["NVIDIA", "Intel Gaudi", "Intel", "AMD", ""]
+    # Intel GPUs measured, Gaudi not: only the Gaudi row is novel; a GPU without a vendor is not judged
+    assert intervals.novel_family(rows, {"NVIDIA", "Intel", "AMD"}).tolist() == [False, True, False, False, False]
+    cal = two_gpu_kinds(n_wide=0)
+    huge = Calibration(np.r_[cal.scores, np.full(400, 3.0)], np.r_[cal.group, np.zeros(400, int)],
+                       np.r_[cal.extrapolating, np.zeros(400, bool)], np.r_[cal.unit, np.full(400, "gaudi", object)],
+                       np.r_[cal.novel, np.ones(400, bool)], cal.families)
+    q = intervals.half_widths(huge, np.array([0, 0]), np.array([False, False]), 0.8, novel=np.array([False, True]))
+    assert q[0] == pytest.approx(intervals.half_widths(cal, np.array([0]), np.array([False]), 0.8)[0])
+    assert np.isinf(q[1])
+    assert "no Intel Gaudi accelerator" in intervals.abstain_reason("itl", "Intel Gaudi")
+
+
+def test_calibration_with_units_and_families_round_trips_through_json():
+    import json
+
+    cal = two_gpu_kinds(n_per_gpu=10)
+    cal = Calibration(cal.scores, cal.group, cal.extrapolating, cal.unit, np.arange(80) % 7 == 0, ("AMD", "NVIDIA"))
+    back = Calibration.from_json(json.loads(json.dumps(cal.to_json())))
+    assert back.families == ("AMD", "NVIDIA") and (back.unit == cal.unit).all() and (back.novel == cal.novel).all()
+    for level in (0.8, 0.9):
+        assert intervals.half_widths(back, np.array([0]), np.array([False]), level) == pytest.approx(
+            intervals.half_widths(cal, np.array([0]), np.array([False]), level), abs=1e-5)
+    # a file written before units existed still loads: no floor, no abstention by family
+    old = {k: v for k, v in cal.to_json().items() if k not in ("unit", "novel", "families")}
+    legacy = Calibration.from_json(old)
+    assert legacy.families == () and not legacy.novel.any()
+
+
+def test_calibrate_marks_folds_whose_held_out_family_was_unseen():
+    from wattgpu.evaluation.cv import Fold
+
+    rows = pd.DataFrame({"gpu": ["a", "a", "b", "b", "g", "g"], "scenario": ["server"] * 6, "engine": ["vllm"] * 6,
+                         "gpu_vendor": ["NVIDIA", "NVIDIA", "NVIDIA", "NVIDIA", "Intel", "Intel"],
+                         "gpu_architecture": ["Ampere", "Ampere", "Hopper", "Hopper", "Gaudi 2", "Gaudi 2"]})
+    folds = [Fold("f0", np.array([2, 3, 4, 5]), np.array([0, 1])), Fold("f1", np.array([0, 1, 2, 3]), np.array([4, 5]))]
+    y = np.ones(6)
+    cal = intervals.calibrate(None, rows, y, folds, predictions=[np.ones(2), np.ones(2)])
+    assert cal.novel.tolist() == [False, False, True, True] and cal.unit.tolist() == ["a", "a", "g", "g"]
+    assert cal.families == ("Intel Gaudi", "NVIDIA")

@@ -1,5 +1,5 @@
 """Registry: the promotion rule on hand-written FIXTURE per-fold scores, then the gate for real: real fits on real
-rows in a temporary MLflow store, across a data change."""
+rows in a temporary MLflow store, across a data change and across a code change of the same configuration."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from wattgpu import registry, tracking
 from wattgpu.config import Registry
 from wattgpu.evaluation.cv import Fold
-from wattgpu.registry import Comparison, Configuration, Evaluation, decide
+from wattgpu.registry import Comparison, Configuration, Decision, Evaluation, Incumbent, decide
 
 RULE = Registry()  # min_gain_pp 0.1, se_multiple 2
 FOLDS = ("A100", "H100", "L4", "T4")
@@ -72,16 +72,43 @@ def test_adding_intervals_promotes_a_challenger_no_worse_within_the_noise_only()
     assert not decide(worse, RULE, "2", adds_intervals=True).promote
 
 
-def test_no_champion_means_first_champion_and_the_same_configuration_is_kept_without_a_comparison():
+def test_the_first_champion_is_the_only_promotion_without_a_comparison():
     first = decide(None, RULE, champion_version=None)
-    assert first.promote and first.verdict == "first champion"
+    assert first.promote and first.verdict == "first champion" and first.comparison is None
+    # with a champion, every way to promote needs paired scores: without them decide raises, whatever the case
+    for case in ({}, {"same_configuration": True}, {"adds_intervals": True}):
+        for missing in (None, Comparison({}, {})):
+            with pytest.raises(ValueError, match="only on a comparison"):
+                decide(missing, RULE, champion_version="4", **case)
+    # and no promoting Decision can be made without one, by decide or by hand
+    for verdict in ("promoted", "refreshed"):
+        with pytest.raises(ValueError, match="only on a comparison"):
+            Decision(True, verdict, "by hand")
+    assert not Decision(False, "kept champion", "by hand").promote
+    assert Decision(True, "promoted", "by hand", Comparison(shifted(-1, -1, -1, -1), CHAMP)).promote
+
+
+def test_the_identical_configuration_code_and_evaluation_is_kept_without_a_comparison():
     same = decide(None, RULE, champion_version="4", identical=True)
     assert not same.promote and same.verdict == "kept champion, identical configuration" and "v4" in same.reason
-    with pytest.raises(ValueError, match="at least one fold"):
-        decide(None, RULE, champion_version="4")
-    # the same configuration fitted by other code replaces the champion: no served model outlives a code change
-    fresh = decide(None, RULE, champion_version="4", new_code=True)
-    assert fresh.promote and fresh.verdict == "refreshed" and "v4" in fresh.reason
+    # identical wins over scores that would promote: nothing is compared, nothing promoted
+    assert not decide(Comparison(shifted(-5, -5, -5, -5), CHAMP), RULE, "4", identical=True).promote
+
+
+@pytest.mark.parametrize("deltas, refreshed", [
+    ((0.0, 0.0, 0.0, 0.0), True),          # a tie (the same fits): today's code replaces the champion
+    ((0.05, 0.05, 0.05, 0.05), True),      # worse by less than min_gain_pp: within the margin
+    ((3.0, -2.5, 2.0, -1.0), True),        # worse on average (+0.375) but within the noise between folds
+    ((-1.0, -2.0, -1.5, -0.5), True),      # better: refreshed too (not "promoted": the configuration is the same)
+    ((0.15, 0.15, 0.15, 0.15), False),     # consistently worse by more than min_gain_pp (no spread)
+    ((1.0, 2.0, 1.0, 0.5), False),         # worse in every fold
+])
+def test_the_same_configuration_with_other_code_is_refreshed_only_when_no_worse(deltas, refreshed):
+    d = decide(Comparison(shifted(*deltas), CHAMP), RULE, "6", same_configuration=True)
+    assert d.promote == refreshed and d.verdict == ("refreshed" if refreshed else "kept champion")
+    assert "4 paired folds" in d.reason and "v6's configuration fitted by today's code" in d.reason
+    if not refreshed:
+        assert "worse by more than the margin" in d.reason
 
 
 def test_scores_on_other_folds_are_not_paired():
@@ -98,6 +125,21 @@ def test_evaluations_round_trip_through_version_tags_and_name_what_differs():
     other = Evaluation("logo", "bbbb", "ffff", "large", 40, "c0de")
     assert EVAL.differences(other) == ["rows_md5", "profile", "n_trials"]
     assert EVAL.differences(EVAL) == [] and EVAL.differences(None) == ["no recorded evaluation"]
+
+
+def test_recorded_scores_stand_only_on_the_same_rows_and_folds():
+    config = Configuration("power", "xgboost", "workload", {}, {}, None, False)
+    champ = Incumbent("2", config, EVAL, False, dict(CHAMP))
+    for other_search_or_code in (replace(EVAL, code="new"), replace(EVAL, profile="large", n_trials=40), EVAL):
+        assert champ.scores_on(other_search_or_code) == CHAMP
+    for other_data in (replace(EVAL, rows_md5="bbbb"), replace(EVAL, folds_md5="gggg"), replace(EVAL, regime="lolo")):
+        assert champ.scores_on(other_data) is None
+    assert Incumbent("2", config, None, False, dict(CHAMP)).scores_on(EVAL) is None  # no recorded evaluation
+    assert Incumbent("2", config, EVAL, False, None).scores_on(EVAL) is None  # registered before scores were recorded
+    record = {"challenger": {"own_fold_scores": CHAMP, "fold_scores": {"A100": 1.0}}}
+    assert registry.recorded_scores({registry.RECORD_TAG: json.dumps(record)}) == CHAMP
+    assert registry.recorded_scores({registry.RECORD_TAG: json.dumps({"challenger": {}})}) is None
+    assert registry.recorded_scores({}) is None
 
 
 def test_a_configuration_is_identified_by_everything_that_is_fitted():
@@ -142,7 +184,7 @@ def setting(pipeline):
 
 
 def candidate(hp: dict, params, nested: float = 5.0):
-    from wattgpu.stages.register import Candidate
+    from wattgpu.registry import Candidate
 
     config = Configuration("power", "xgboost", "workload", hp,
                            {"offline_batch": params.evaluate.roofline_offline_batch,
@@ -150,25 +192,52 @@ def candidate(hp: dict, params, nested: float = 5.0):
     return Candidate("test", config, "logo", nested, nested)  # FIXTURE nested figures: recorded, never compared
 
 
-def test_the_gate_across_a_data_change(pipeline, setting, tmp_path, monkeypatch):
-    from wattgpu.stages.register import gate, publish
+def itl_configuration(params) -> Configuration:
+    """The ITL configuration served beside the power model: it solves the Poisson rows' requests in flight on each
+    fold (FIXTURE settings: small boosted trees on the step-time features)."""
+    return Configuration("itl", "xgboost", "workload", MEDIUM,
+                         {"offline_batch": params.evaluate.roofline_offline_batch}, None, False)
 
-    params, cats, table = setting
+
+CODE = "code-1"  # FIXTURE code fingerprints: the stage's own (stages.register.code) changes with any edit
+
+
+@pytest.fixture()
+def gated(pipeline, setting, tmp_path, monkeypatch):
+    """register(hp, rows, code=CODE, rule=RULE): publish a challenger to a fresh MLflow store through the gate, as
+    the register stage does; the store's client; the champion's folder."""
+    from wattgpu.registry import gate
+    from wattgpu.stages.register import publish
+
+    params, cats, _ = setting
     monkeypatch.setenv("WATTGPU_MLRUNS", str(tmp_path / "mlruns"))
     client = tracking.setup("wattgpu-test").MlflowClient()
     folder = tmp_path / "power"
     training = {"offline_batch": params.evaluate.roofline_offline_batch}
 
-    def register(hp: dict, rows: pd.DataFrame) -> dict:
-        cand = candidate(hp, params)
-        return publish("power", rows, cand, RULE, folder, cats, training, gate("power", rows, cand, params))
+    itl = itl_configuration(params)
 
-    def folder_config() -> dict:
-        return json.loads((folder / "meta.json").read_text())["configuration"]["hyperparameters"]
+    def register(hp: dict, rows: pd.DataFrame, code: str = CODE, rule: Registry = RULE) -> dict:
+        cand = candidate(hp, params)
+        check = gate("power", rows, cand, params, code, itl)
+        return publish("power", rows, cand, rule, folder, cats, training, check)
+
+    return register, client, folder
+
+
+def folder_meta(folder) -> dict:
+    return json.loads((folder / "meta.json").read_text())
+
+
+def test_the_gate_across_a_data_change(setting, gated):
+    register, client, folder = gated
+    table = setting[2]
+    n_gpus = table["gpu"].nunique()
 
     old = table.groupby("gpu").head(30).reset_index(drop=True)  # the data before: fewer rows per GPU
     first = register(MEDIUM, old)
-    assert (first["version"], first["decision"], first["champion"]) == (1, "first champion", None)
+    assert (first["version"], first["decision"], first["champion"], first["test"]) == (1, "first champion", None, None)
+    assert len(first["challenger"]["own_fold_scores"]) == n_gpus  # its own scores, recorded for a later comparison
 
     # New data (10 more rows per GPU): the champion's recorded evaluation is not this one, so it is scored again.
     worse = register(WEAK, table)
@@ -176,10 +245,11 @@ def test_the_gate_across_a_data_change(pipeline, setting, tmp_path, monkeypatch)
         (2, "challenger", "kept champion", 1)
     assert {"rows_md5", "folds_md5"} <= set(worse["champion"]["differs_in"])
     assert worse["champion"]["configuration"]["hyperparameters"] == MEDIUM
-    n_gpus = table["gpu"].nunique()
+    assert worse["champion"]["fold_scores_from"] == "refitted by today's code"
     assert list(worse["challenger"]["fold_scores"]) == list(worse["champion"]["fold_scores"])
     assert len(worse["challenger"]["fold_scores"]) == worse["test"]["folds"] == n_gpus  # LOGO: one fold per GPU
-    assert worse["test"]["mean_difference"] > 0 and folder_config() == MEDIUM  # the champion's folder stays
+    assert worse["test"]["mean_difference"] > worse["test"]["margin"] > 0  # refused: worse by more than the noise
+    assert folder_meta(folder)["configuration"]["hyperparameters"] == MEDIUM  # the champion's folder stays
     assert client.get_registered_model("wattgpu-power").aliases == {"champion": 1, "challenger": 2}
 
     better = register(STRONG, table)
@@ -187,39 +257,80 @@ def test_the_gate_across_a_data_change(pipeline, setting, tmp_path, monkeypatch)
     assert better["test"]["mean_difference"] < -better["test"]["margin"] < 0
     # The champion was scored again on this evaluation by the same procedure: the same MEDIUM figures as before.
     assert better["champion"]["fold_scores"] == worse["champion"]["fold_scores"]
-    assert folder_config() == STRONG
+    assert folder_meta(folder)["configuration"]["hyperparameters"] == STRONG
     v3 = client.get_model_version("wattgpu-power", "3")
     assert v3.tags["decision"] == "promoted" and v3.tags["compared_with"] == "v1"
     assert json.loads(v3.tags[registry.RECORD_TAG]) == better and v3.description.startswith("promoted: ")
     assert float(v3.tags["decision.mean_difference"]) == better["test"]["mean_difference"]
 
-    # Run again on the same inputs: the same decision, nothing registered. Under another rule: decided again.
+    # Run again on the same inputs: the same decision, nothing registered. Under another rule: decided again, and
+    # the champion has this configuration, code and evaluation: kept without refits, its recorded scores carried over.
     assert register(STRONG, table) == better
     assert len(client.search_model_versions("name = 'wattgpu-power'")) == 3
-    strict = publish("power", table, candidate(STRONG, params), Registry(min_gain_pp=1000.0), folder, cats, training,
-                     gate("power", table, candidate(STRONG, params), params))
+    strict = register(STRONG, table, rule=Registry(min_gain_pp=1000.0))
     assert (strict["version"], strict["decision"]) == (4, "kept champion, identical configuration")
+    assert strict["test"] is None and strict["challenger"]["fold_scores"] is None  # nothing fitted, nothing compared
+    assert strict["challenger"]["own_fold_scores"] == better["challenger"]["own_fold_scores"]
 
-    # Another data change, the same configuration: kept, without refits (no per-fold scores), folder unchanged.
-    same = register(STRONG, table.groupby("gpu").head(35).reset_index(drop=True))
-    assert (same["version"], same["decision"], same["champion_version"]) == \
-        (5, "kept champion, identical configuration", 3)
-    assert same["test"] is None and same["challenger"]["fold_scores"] is None
-    assert client.get_registered_model("wattgpu-power").aliases == {"champion": 3, "challenger": 5}
+    # Another data change, the same configuration: compared all the same, the champion's configuration refitted by
+    # today's code on the new folds (its recorded scores are on other rows); no worse, so today's fit replaces it.
+    fewer = table.groupby("gpu").head(35).reset_index(drop=True)
+    same = register(STRONG, fewer)
+    assert (same["version"], same["decision"], same["champion_version"]) == (5, "refreshed", 5)
+    assert same["champion"]["fold_scores_from"] == "refitted by today's code"
+    assert same["test"]["folds"] == n_gpus and same["test"]["mean_difference"] == 0.0  # the same fits: a tie
+    assert same["champion"]["fold_scores"] == same["challenger"]["fold_scores"] != better["challenger"]["fold_scores"]
+    assert client.get_registered_model("wattgpu-power").aliases == {"champion": 5, "challenger": 5}
+    assert folder_meta(folder)["training_rows"] == len(fewer)
+
+
+def test_a_code_change_is_compared_on_the_champions_recorded_scores(setting, gated, monkeypatch):
+    register, client, folder = gated
+    table = setting[2]
+    n_gpus = table["gpu"].nunique()
+
+    first = register(MEDIUM, table, code="code-1")
+    recorded = first["challenger"]["own_fold_scores"]
+    assert first["decision"] == "first champion" and len(recorded) == n_gpus
+
+    # Other code, the same configuration, rows and folds: the champion's recorded scores against fresh fits.
+    refreshed = register(MEDIUM, table, code="code-2")
+    assert (refreshed["version"], refreshed["decision"], refreshed["alias"]) == (2, "refreshed", "champion")
+    assert refreshed["champion"]["differs_in"] == ["code"]
+    assert refreshed["champion"]["fold_scores_from"] == "recorded on v1"
+    assert refreshed["champion"]["fold_scores"] == recorded and refreshed["test"]["folds"] == n_gpus
+    assert refreshed["test"]["mean_difference"] == 0.0  # this "new code" fits exactly as before
+    assert folder_meta(folder)["evaluation"]["code"] == "code-2"
+
+    # A code change that fits the same configuration worse (here: every XGBoost fit stops after 2 trees): refused on
+    # the champion's recorded scores (refitting the champion with today's code would have hidden it in a tie).
+    real = registry.make_estimator
+    monkeypatch.setattr(registry, "make_estimator",
+                        lambda algorithm, target, features, hp, **kw: real(algorithm, target, features,
+                                                                             {**hp, "n_estimators": 2}, **kw))
+    regressed = register(MEDIUM, table, code="code-3")
+    assert (regressed["version"], regressed["decision"], regressed["champion_version"]) == (3, "kept champion", 2)
+    assert regressed["champion"]["fold_scores_from"] == "recorded on v2"
+    assert regressed["champion"]["fold_scores"] == recorded
+    assert regressed["test"]["mean_difference"] > regressed["test"]["margin"] > 0
+    assert "worse by more than the margin" in regressed["reason"]
+    assert folder_meta(folder)["evaluation"]["code"] == "code-2"  # the champion's folder put back
+    assert client.get_registered_model("wattgpu-power").aliases == {"champion": 2, "challenger": 3}
 
 
 def test_the_champion_loads_as_a_pyfunc_model_and_rejects_a_bad_request(pipeline, setting, tmp_path, monkeypatch):
     from mlflow.exceptions import MlflowException
 
+    from wattgpu.registry import gate
     from wattgpu.serving.pyfunc import EXAMPLE_REQUESTS, POWER_ONLY_EXAMPLE_REQUESTS
-    from wattgpu.stages.register import gate, publish
+    from wattgpu.stages.register import publish
 
     params, cats, table = setting
     monkeypatch.setenv("WATTGPU_MLRUNS", str(tmp_path / "mlruns"))
     mlflow = tracking.setup("wattgpu-test")
     cand = candidate(MEDIUM, params)
     publish("power", table, cand, RULE, tmp_path / "power", cats, {"offline_batch": 256.0},
-            gate("power", table, cand, params))
+            gate("power", table, cand, params, CODE, itl_configuration(params)))
     model = mlflow.pyfunc.load_model("models:/wattgpu-power@champion")
     # Served alone (no ITL model beside it), the power model cannot derive a Poisson load's requests in flight:
     # it says so, naming the field, and answers once they are given.

@@ -40,9 +40,9 @@ def published(pipeline, tmp_path_factory):
     """Both targets' champions published to a fresh MLflow store (its URI), the way the register stage does."""
     from wattgpu.config import Regime, load_params
     from wattgpu.evaluation.runner import target_rows
-    from wattgpu.registry import Configuration
+    from wattgpu.registry import Candidate, Configuration, gate
     from wattgpu.search.nested import inner_folds
-    from wattgpu.stages.register import Candidate, catalogs, gate, publish, training_table
+    from wattgpu.stages.register import catalogs, code, publish, training_table
 
     tmp = tmp_path_factory.mktemp("serving")
     mp = pytest.MonkeyPatch()
@@ -55,6 +55,7 @@ def published(pipeline, tmp_path_factory):
         # ITL model first: the power model is served with it (it solves a Poisson load's requests in flight).
         hp = {"linear_scope": "arrivals", "alpha": 100.0, "n_estimators": 40, "learning_rate": 0.1, "num_leaves": 7,
               "min_child_samples": 5, "reg_lambda": 0.01, "colsample_bytree": 1.0}
+        served_itl = None
         for target in ("itl", "power"):
             rows = target_rows(table, target).groupby(["source", "gpu"]).head(40).reset_index(drop=True)
             config = Configuration(target, "workload", "workload", hp,
@@ -62,7 +63,8 @@ def published(pipeline, tmp_path_factory):
             cand = Candidate("test", config, "logo", 5.0, 15.0)  # FIXTURE nested figures: recorded, never compared
             folds = inner_folds(rows, Regime(kind="logo"), 3, seed=0)  # calibration: GPU groups held out
             publish(target, rows, cand, Registry(), tmp / "models" / target, catalogs(pipeline),
-                    {"offline_batch": 256.0}, gate(target, rows, cand, params), folds)
+                    {"offline_batch": 256.0}, gate(target, rows, cand, params, code(), served_itl), folds)
+            served_itl = config  # the power model is scored with the ITL model it is served beside
         yield tracking.tracking_uri()
     finally:
         mp.undo()

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold, KFold
 
-from wattgpu.config import Regime
+from wattgpu.config import Regime, Search
+from wattgpu.errors import WattgpuError
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,17 @@ def folds(rows: pd.DataFrame, regime: Regime, seed: int = 42) -> list[Fold]:
             out.append(Fold(f"{g}|{m}", train, test))
         return out
     raise ValueError(f"unknown regime kind {regime.kind!r}")
+
+
+def outer_regime(search: Search, name: str) -> Regime:
+    """The search regime `name` as declared, with the profile's LOPO pair sample: what the search's outer folds (and
+    the registry's gate, on the same rows) are built from."""
+    if name not in search.regimes:
+        raise WattgpuError(f"unknown search regime {name!r}; params.yaml search.regimes has {sorted(search.regimes)}")
+    regime = search.regimes[name]
+    if regime.kind == "lopo":
+        regime = regime.model_copy(update={"max_pairs": search.active.max_pairs})
+    return regime
 
 
 def check_disjoint(rows: pd.DataFrame, regime: Regime, fold: Fold) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 SELECTION = "nested_selection"  # the nested algorithm selection (the default algorithm unless beaten by > 1 SE)
@@ -88,4 +89,50 @@ def interval_metrics(results: dict[str, dict]) -> dict:
         for target, models in r.get("intervals", {}).items():
             if SELECTION in models:
                 out.setdefault(regime, {})[target] = models[SELECTION]
+    return out
+
+
+def search_depth(studies: pd.DataFrame) -> dict:
+    """Per target and algorithm, how much the studies searched (search.nested.compare's study records): studies,
+    trials per study (complete, pruned), how often a seeded first trial stayed the best, and the median gain of the
+    best found over the best seed (inner score points)."""
+    out: dict[str, dict] = {}
+    for (target, algorithm), g in studies.groupby(["target", "algorithm"], sort=False):
+        trials = g["trials_complete"] + g["trials_pruned"] + g["trials_failed"]
+        out.setdefault(target, {})[algorithm] = {
+            "studies": int(len(g)), "min_trials": int(trials.min()), "trials_pruned": int(g["trials_pruned"].sum()),
+            "trials": int(trials.sum()), "seed_won": int(g["seed_won"].sum()),
+            "median_gain_over_seed": round(float(np.nanmedian(g["seed_inner_score"] - g["inner_score"])), 4)
+            if g["seed_inner_score"].notna().any() else None,
+        }
+    return out
+
+
+MIN_CELL_ROWS = 20  # a (target, held-out unit, group) cell with fewer rows is too small to judge its coverage
+COVERAGE_FLOOR = 0.65  # an 80 % band must cover at least this share of every judged cell (or abstain on all of it)
+
+
+def group_coverage(table: pd.DataFrame, by: str, level: str = "80") -> dict:
+    """Per target, how the `level` % intervals hold per held-out unit (`by`: gpu or llm_family) and scoring group
+    (runner.interval_by_gpu's table): judged cells (MIN_CELL_ROWS+ rows), those abstained on entirely, those under
+    COVERAGE_FLOOR among the others (with their names), the worst coverage among the others, the median of the
+    cells' median relative widths and the share of rows abstained."""
+    out: dict = {}
+    if table.empty or by not in table:
+        return out
+    d = table[table["level"].astype(str) == level]
+    for target, g in d.groupby("target", sort=True):
+        judged = g[g["n_rows"] >= MIN_CELL_ROWS]
+        answered = judged[judged["abstained"] < 1.0]  # a cell abstained on entirely promises nothing to miss
+        failing = answered[answered["coverage"] < COVERAGE_FLOOR]
+        rows = g["n_rows"].sum()
+        out[target] = {
+            "cells": int(len(judged)), "failing": int(len(failing)),
+            "failing_cells": [f"{r[by]} / {r['group']} {r['coverage']:.2f}" for _, r in failing.iterrows()],
+            "abstained_cells": int(len(judged) - len(answered)),
+            "worst_coverage": round(float(answered["coverage"].min()), 4) if len(answered) else None,
+            "median_rel_width": round(float(np.nanmedian(g["median_rel_width"])), 4)
+            if g["median_rel_width"].notna().any() else None,
+            "abstained": round(float((g["abstained"] * g["n_rows"]).sum() / rows), 4) if rows else None,
+        }
     return out

@@ -16,6 +16,8 @@ def prediction_frame(rows: pd.DataFrame, target: str, model: str, y_pred: np.nda
                      bounds: dict[float, tuple[np.ndarray, np.ndarray]] | None = None) -> pd.DataFrame:
     """`bounds`: level -> (lo, hi) per row, written as y_lo_<level %> / y_hi_<level %> (NaN for a model without)."""
     out = rows[ID_COLUMNS].copy()
+    if "llm_family" in rows:  # coverage is reported per held-out LLM family too
+        out["llm_family"] = rows["llm_family"].to_numpy()
     out["target"] = target
     out["model"] = model
     out["y_true"] = rows[TARGETS[target].column].to_numpy(dtype=float)

@@ -89,17 +89,20 @@ def interval_table(predictions: pd.DataFrame) -> dict:
     return out
 
 
-def interval_by_gpu(predictions: pd.DataFrame, model: str) -> pd.DataFrame:
-    """Coverage per (target, GPU, scoring group, level) of one model's intervals: the per-GPU plot's table."""
+def interval_by_gpu(predictions: pd.DataFrame, model: str, by: str = "gpu") -> pd.DataFrame:
+    """Coverage per (target, `by` (the GPU, or `llm_family`), scoring group, level) of one model's intervals, beside
+    the band's median relative width and the share abstained: the per-GPU plot's table."""
     parts = []
     g = predictions[predictions["model"] == model]
+    if by not in g:
+        return pd.DataFrame(parts)
     for lv in intervals.LEVELS:
         key = intervals.level_key(lv)
         if f"y_lo_{key}" not in g or g[f"y_lo_{key}"].isna().all():
             continue
         frame = g.assign(group=metrics.score_groups(g))
-        for (target, gpu, group), sub in frame.groupby(["target", "gpu", "group"], sort=True):
-            parts.append({"target": target, "gpu": gpu, "group": group, "level": key,
+        for (target, unit, group), sub in frame.groupby(["target", by, "group"], sort=True):
+            parts.append({"target": target, by: unit, "group": group, "level": key,
                           **intervals.coverage_summary(sub["y_true"], sub[f"y_lo_{key}"], sub[f"y_hi_{key}"],
                                                        sub["y_pred"])})
     return pd.DataFrame(parts)

@@ -13,6 +13,19 @@ An extrapolating request gets the wider of its two bins' half-widths, so extrapo
 its bin holds too few scores for the level asked (crepes gives an infinite half-width), the model abstains: no
 interval, and a note that says why.
 
+Group-conditional widths. Residuals cluster by GPU: a held-out GPU's errors share a sign and a size, so a pooled
+row quantile covers the average GPU and misses whole ones. Each score keeps the GPU it came from (`unit`); a bin's
+half-width is the larger of the pooled conformal quantile and, where the bin holds GROUP_MIN_UNITS GPUs or more, the
+GROUP_AGG quantile across those GPUs of each GPU's own `level` quantile (so that most held-out GPUs, not only most
+rows, are covered at the level).
+
+Abstention by accelerator family. A request whose accelerator family (`accelerator_family`: the vendor, with Intel's
+Gaudi HPUs apart from its GPUs) has no member among the model's training rows gets no interval: the errors measured
+on such GPUs held out were 10x and more (Intel Gaudi 2 and Max 1550 under LOGO), and nothing in the calibration
+scores speaks for them. Calibration scores from a fold where the held-out GPU's family was unseen are kept out of
+every bin for the same reason; `Calibration.families` records the families the served model was fitted on. A
+request with no vendor given is not judged.
+
 Group-level caveat: the scores are exchangeable across rows, not across groups. With few groups (8 GPUs in one
 lab) a row-level quantile can still miss a whole group; the coverage the project reports is measured on outer
 folds that hold the group out, never assumed.
@@ -34,6 +47,11 @@ LEVELS = (DEFAULT_LEVEL, 0.9)  # the levels measured and shown by default
 # calibration groups of a row's workload: the paper's two loads, and closed batches on vLLM or on another engine
 WORKLOAD_GROUPS = ("offline", "server", "closed_vllm", "closed_other_engine")
 MIN_SCORES = 10  # a bin with fewer scores abstains at every level (crepes would return a finite width from 1)
+GROUP_AGG: float | None = 0.67  # quantile across a bin's GPUs of their own level quantiles (None: no floor)
+GROUP_MIN_UNITS = 3  # GPUs a bin needs for the group-conditional floor
+GROUP_MIN_SCORES = 5  # scores a GPU needs to count as one of them
+# architecture name (lower case) contains -> accelerator family apart from its vendor's GPUs
+SEPARATE_FAMILIES = {"gaudi": "Intel Gaudi"}
 
 
 def workload_group(rows: pd.DataFrame) -> np.ndarray:
@@ -49,36 +67,84 @@ def extrapolating(rows: pd.DataFrame, ranges: dict[str, list[float]]) -> np.ndar
     return coverage.outside_mask(rows, ranges)
 
 
+def accelerator_family(rows: pd.DataFrame) -> np.ndarray:
+    """Per row, the accelerator family: the GPU's vendor, except architectures in SEPARATE_FAMILIES (Intel's Gaudi
+    HPUs are not its GPUs); '' where the vendor is not given."""
+    n = len(rows)
+    vendor = (rows["gpu_vendor"] if "gpu_vendor" in rows else pd.Series([""] * n, index=rows.index))
+    vendor = vendor.fillna("").astype(str).str.strip().to_numpy(dtype=object)
+    arch = (rows["gpu_architecture"] if "gpu_architecture" in rows else pd.Series([""] * n, index=rows.index))
+    arch = arch.fillna("").astype(str).str.lower().to_numpy(dtype=object)
+    out = vendor.copy()
+    for key, family in SEPARATE_FAMILIES.items():
+        out = np.where([key in a for a in arch], family, out)
+    return out.astype(str)
+
+
+def novel_family(rows: pd.DataFrame, families) -> np.ndarray:
+    """True where a row's accelerator family (known) has no member in `families` (those of the training rows)."""
+    fam = accelerator_family(rows)
+    known = {str(f) for f in families}
+    return np.array([bool(f) and f not in known for f in fam], dtype=bool)
+
+
+def abstain_reason(target: str, family: str) -> str:
+    """The `interval` note of a request whose accelerator family was never measured."""
+    return (f"{target} abstains: no {family} accelerator among the training rows (held-out accelerators of an "
+            "unmeasured family missed by 10x and more)")
+
+
 @dataclass(frozen=True)
 class Calibration:
-    """Calibration scores (log residuals) with each score's workload group and extrapolation state."""
+    """Calibration scores (log residuals) with each score's workload group, extrapolation state, the GPU it came from
+    (`unit`) and whether that GPU's accelerator family was absent from its fold's training rows (`novel`); `families`:
+    the accelerator families of the rows the served (or scored) model is fitted on (empty: not judged)."""
 
     scores: np.ndarray
     group: np.ndarray
     extrapolating: np.ndarray
+    unit: np.ndarray | None = None
+    novel: np.ndarray | None = None
+    families: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        n = len(self.scores)
+        if self.unit is None:
+            object.__setattr__(self, "unit", np.full(n, "", dtype=object))
+        if self.novel is None:
+            object.__setattr__(self, "novel", np.zeros(n, dtype=bool))
 
     @classmethod
-    def from_predictions(cls, rows: pd.DataFrame, y_true, y_pred, extrap) -> Calibration:
+    def from_predictions(cls, rows: pd.DataFrame, y_true, y_pred, extrap, novel=None) -> Calibration:
         y_true, y_pred = np.asarray(y_true, dtype=float), np.asarray(y_pred, dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
             scores = np.log(y_true) - np.log(y_pred)
         ok = np.isfinite(scores)
-        return cls(scores[ok], workload_group(rows)[ok], np.asarray(extrap, dtype=bool)[ok])
+        unit = (rows["gpu"].astype(str).to_numpy(dtype=object) if "gpu" in rows
+                else np.full(len(rows), "", dtype=object))
+        novel = np.zeros(len(rows), bool) if novel is None else np.asarray(novel, dtype=bool)
+        return cls(scores[ok], workload_group(rows)[ok], np.asarray(extrap, dtype=bool)[ok], unit[ok], novel[ok])
 
     @classmethod
-    def concat(cls, parts: list[Calibration]) -> Calibration:
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) if parts else np.array([])
-                     for f in ("scores", "group", "extrapolating")))
+    def concat(cls, parts: list[Calibration], families=()) -> Calibration:
+        fields_ = ("scores", "group", "extrapolating", "unit", "novel")
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) if parts else np.array([]) for f in fields_),
+                   families=tuple(sorted({str(f) for f in families})))
 
     def to_json(self) -> dict:
         return {"score": "log(measured) - log(predicted), out of group fold", "workload_groups": list(WORKLOAD_GROUPS),
                 "scores": [round(float(s), 6) for s in self.scores], "group": self.group.astype(int).tolist(),
-                "extrapolating": self.extrapolating.astype(int).tolist()}
+                "extrapolating": self.extrapolating.astype(int).tolist(),
+                "unit": [str(u) for u in self.unit], "novel": self.novel.astype(int).tolist(),
+                "families": list(self.families)}
 
     @classmethod
     def from_json(cls, d: dict) -> Calibration:
+        n = len(d["scores"])
         return cls(np.asarray(d["scores"], dtype=float), np.asarray(d["group"], dtype=int),
-                   np.asarray(d["extrapolating"], dtype=bool))
+                   np.asarray(d["extrapolating"], dtype=bool),
+                   np.asarray(d.get("unit", [""] * n), dtype=object),
+                   np.asarray(d.get("novel", [0] * n), dtype=bool), tuple(d.get("families", ())))
 
     def counts(self) -> dict[str, int]:
         return {f"{g}{'/extrapolating' if e else ''}": int(((self.group == i) & (self.extrapolating == e)).sum())
@@ -89,21 +155,36 @@ def _bins(group: np.ndarray, extrap: np.ndarray) -> np.ndarray:
     return np.asarray(group, dtype=int) * 2 + np.asarray(extrap, dtype=int)
 
 
-def half_widths(cal: Calibration, group: np.ndarray, extrap: np.ndarray, level: float) -> np.ndarray:
+def _group_floor(scores: np.ndarray, units: np.ndarray, level: float) -> float:
+    """GROUP_AGG quantile across units (GPUs) of each unit's own `level` quantile of |score|; 0 with too few units."""
+    if GROUP_AGG is None:
+        return 0.0
+    per = [np.quantile(np.abs(scores[units == u]), level) for u in np.unique(units)
+           if u != "" and (units == u).sum() >= GROUP_MIN_SCORES]
+    return float(np.quantile(per, GROUP_AGG)) if len(per) >= GROUP_MIN_UNITS else 0.0
+
+
+def half_widths(cal: Calibration, group: np.ndarray, extrap: np.ndarray, level: float,
+                novel: np.ndarray | None = None) -> np.ndarray:
     """Per row, the log-scale half-width at `level` (inf: abstain). An extrapolating row gets the wider of its
-    own bin's and the inside bin's half-width."""
+    own bin's and the inside bin's half-width; a bin's width is the larger of crepes' pooled quantile and the
+    group-conditional floor (_group_floor); a `novel` row (accelerator family unseen in training) abstains, and
+    scores from novel held-out GPUs calibrate nothing."""
     from crepes import ConformalRegressor
 
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     group, extrap = np.asarray(group, dtype=int), np.asarray(extrap, dtype=bool)
     out = np.full(len(group), np.inf)
-    bins = _bins(cal.group, cal.extrapolating)
+    usable = ~np.asarray(cal.novel, dtype=bool)
+    bins = _bins(cal.group[usable], cal.extrapolating[usable])
+    scores, units = cal.scores[usable], np.asarray(cal.unit, dtype=object)[usable]
     present = np.unique(bins[np.bincount(bins)[bins] >= MIN_SCORES]) if len(bins) else np.array([])
     if not len(present):
         return out
     keep = np.isin(bins, present)
-    cr = ConformalRegressor().fit(cal.scores[keep], bins=bins[keep])
+    cr = ConformalRegressor().fit(scores[keep], bins=bins[keep])
+    floor = {int(b): _group_floor(scores[bins == b], units[bins == b], level) for b in present}
 
     def width(b: np.ndarray) -> np.ndarray:
         w = np.full(len(b), np.inf)
@@ -112,18 +193,21 @@ def half_widths(cal: Calibration, group: np.ndarray, extrap: np.ndarray, level: 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # too few scores for the level: inf, i.e. abstain
                 iv = cr.predict_int(np.zeros(int(known.sum())), bins=b[known], confidence=level)
-            w[known] = iv[:, 1]
+            w[known] = np.maximum(iv[:, 1], [floor[int(x)] for x in b[known]])
         return w
 
     inside = width(_bins(group, np.zeros_like(extrap)))
     out = np.where(extrap, np.maximum(width(_bins(group, extrap)), inside), inside)
+    if novel is not None:
+        out = np.where(np.asarray(novel, dtype=bool), np.inf, out)
     return out
 
 
-def bounds(cal: Calibration, y_pred, group, extrap, level: float) -> tuple[np.ndarray, np.ndarray]:
+def bounds(cal: Calibration, y_pred, group, extrap, level: float,
+           novel: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) in natural units; NaN where the model abstains."""
     y_pred = np.asarray(y_pred, dtype=float)
-    q = half_widths(cal, group, extrap, level)
+    q = half_widths(cal, group, extrap, level, novel)
     finite = np.isfinite(q)
     lo = np.where(finite, y_pred * np.exp(-np.where(finite, q, 0)), np.nan)
     hi = np.where(finite, y_pred * np.exp(np.where(finite, q, 0)), np.nan)
@@ -146,8 +230,9 @@ def coverage_summary(y_true, lo, hi, y_pred) -> dict[str, float]:
 
 def calibrate(make_estimator, rows: pd.DataFrame, y_true: np.ndarray, folds, predictions=None) -> Calibration:
     """Scores from group folds: per fold, a fresh `make_estimator()` fitted on `fold.train` predicts `fold.test`
-    (positions in `rows`); a row's extrapolation state is judged against its own fold's training ranges.
-    `predictions`: those per-fold predictions where they were already made (no fit then)."""
+    (positions in `rows`); a row's extrapolation state and family novelty are judged against its own fold's training
+    rows. `predictions`: those per-fold predictions where they were already made (no fit then). `families`: the
+    accelerator families of the folds' rows together (what the model fitted on all of them saw)."""
     parts = []
     y_true = np.asarray(y_true, dtype=float)
     for i, fold in enumerate(folds):
@@ -158,8 +243,11 @@ def calibrate(make_estimator, rows: pd.DataFrame, y_true: np.ndarray, folds, pre
             with np.errstate(over="ignore", invalid="ignore"):
                 pred = np.asarray(make_estimator().fit(train).predict(test), dtype=float)
         extrap = extrapolating(test, coverage.training_ranges(train))
-        parts.append(Calibration.from_predictions(test, y_true[fold.test], pred, extrap))
-    return Calibration.concat(parts)
+        novel = novel_family(test, set(accelerator_family(train)))
+        parts.append(Calibration.from_predictions(test, y_true[fold.test], pred, extrap, novel))
+    seen = np.unique(np.concatenate([np.r_[f.train, f.test] for f in folds])) if len(folds) else np.array([], int)
+    families = [f for f in set(accelerator_family(rows.iloc[seen])) if f]
+    return Calibration.concat(parts, families)
 
 
 def level_key(level: float) -> str:

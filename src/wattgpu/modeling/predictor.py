@@ -15,6 +15,7 @@ from wattgpu import physics
 from wattgpu.features import engineer, with_concurrency
 from wattgpu.modeling import coverage, intervals
 from wattgpu.request import RequestError, Validated, validate, validate_batch
+from wattgpu.sources.schema import MEASURED_CONCURRENCY
 from wattgpu.workload import vllm_default_max_num_seqs
 
 OUTPUT_COLUMNS = ("power_w", "itl_s", "itl_ms", "tokens_per_s", "system_tokens_per_s", "energy_per_token_j",
@@ -90,36 +91,15 @@ class Predictor:
         return np.asarray(self.models["itl"].predict(featured), dtype=float)
 
     def solve_concurrency(self, featured: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-        """Featured rows with Poisson arrivals get the requests in flight their rate implies, by Little's law: the
-        fixed point of C = rate x output tokens x ITL(C), found by iteration from zero requests (ITL never falls as C
-        rises, so the iteration climbs to the smallest fixed point), capped by the engine's cap (vLLM's default
-        max_num_seqs). Each step recomputes only the features that depend on C (features.with_concurrency) and
-        predicts only the rows that have not converged. Returns the rows at their C and ITL(C) where the last step
-        predicted it (NaN elsewhere), so that it is not predicted again."""
+        """Featured rows at the requests in flight their Poisson rate implies (`solve_concurrency`, with this
+        Predictor's ITL model), and ITL(C) where the last step predicted it (NaN elsewhere)."""
         todo = featured["concurrency"].isna().to_numpy() & featured["request_rate_per_s"].notna().to_numpy()
-        itl = np.full(len(featured), np.nan)
-        if not todo.any():
-            return featured, itl
-        if "itl" not in self.models:
+        if todo.any() and "itl" not in self.models:
             raise RequestError(int(np.flatnonzero(todo)[0]), "concurrency",
                                "a Poisson load's requests in flight come from the ITL model, which this power model "
                                "was served without: give `concurrency` (requests in flight), or serve it beside the "
                                "ITL model")
-        sub = featured[todo]
-        demand, cap = _demand(sub), _cap(sub)
-        c, at_c = np.zeros(len(sub)), np.full(len(sub), np.nan)
-        active = np.arange(len(sub))
-        for _ in range(FIXED_POINT_STEPS):
-            at_c[active] = self._itl(with_concurrency(sub.iloc[active], c[active]))
-            new = np.minimum(demand[active] * at_c[active], cap[active])
-            moving = ~np.isclose(new, c[active], rtol=1e-4, atol=1e-9)
-            c[active[moving]], at_c[active[moving]] = new[moving], np.nan  # ITL at the new C is not known yet
-            active = active[moving]
-            if not len(active):
-                break
-        concurrency = featured["concurrency"].to_numpy(dtype=float, copy=True)
-        concurrency[todo], itl[todo] = c, at_c
-        return with_concurrency(featured, concurrency), itl
+        return solve_concurrency(featured, self._itl)
 
     def predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Predictions for validated rows: gpu, llm, scenario and OUTPUT_COLUMNS. A Poisson row is `overloaded`
@@ -158,15 +138,19 @@ class Predictor:
             cal = self.calibration.get(target)
             if cal is not None and target in self.models:
                 extrap = coverage.outside_mask(rows, self.training_ranges.get(target, {}))
+                novel = intervals.novel_family(rows, cal.families) if cal.families else np.zeros(n, dtype=bool)
+                family = intervals.accelerator_family(rows)
                 y = point[column].to_numpy(float)
                 for lv in np.unique(level):
                     at = level == lv
                     q = self._half_widths(target, float(lv))[group[at] * 2 + extrap[at]]
+                    q = np.where(novel[at], np.inf, q)  # an accelerator family never measured: abstain
                     lo[at], hi[at] = (np.where(np.isfinite(q), y[at] * np.exp(sign * q), np.nan) for sign in (-1, 1))
-                for i in np.flatnonzero(extrap):
+                for i in np.flatnonzero(extrap & ~novel):
                     notes[i].append(f"{target} wider: extrapolating")
                 for i in np.flatnonzero(~np.isfinite(lo) & np.isfinite(point[column].to_numpy(float))):
-                    notes[i].append(f"{target} abstains: too few calibration rows this far out for a "
+                    notes[i].append(intervals.abstain_reason(target, family[i]) if novel[i] else
+                                    f"{target} abstains: too few calibration rows this far out for a "
                                     f"{intervals.level_key(level[i])} % interval")
             out[f"{column}_lo"], out[f"{column}_hi"] = lo, hi
         out["itl_ms_lo"], out["itl_ms_hi"] = out["itl_s_lo"] * 1e3, out["itl_s_hi"] * 1e3
@@ -184,7 +168,8 @@ class Predictor:
 
     def _half_widths(self, target: str, level: float) -> np.ndarray:
         """The log-scale half-width at `level` per (workload group, extrapolating) bin, index group x 2 +
-        extrapolating (intervals.half_widths; inf: abstain). Fitted once per target and level, not per request."""
+        extrapolating (intervals.half_widths, group-conditional floor included; inf: abstain); an accelerator family
+        unseen in training abstains in `intervals` whatever its bin. Fitted once per target and level."""
         key = (target, level)
         if key not in self._widths:
             if len(self._widths) > MAX_CACHED_LEVELS:  # levels come from requests: keep the cache bounded
@@ -200,6 +185,76 @@ class Predictor:
         if not len(batch.rows):
             raise batch.error()
         return batch.answers(self.predict_rows(batch.rows))
+
+
+def as_served(rows: pd.DataFrame) -> pd.DataFrame:
+    """Measured rows as a user asks them before deploying (featured rows in, featured rows out): a Poisson load
+    gives its request rate, not its requests in flight (a source derives those from the measured latency, by
+    Little's law), so `concurrency` is left for `solve_concurrency`; a closed batch whose source reports the
+    measured mean batch is asked at the batch the engine was set to (`concurrency_setting`, e.g. max_num_seqs).
+    Only rows whose `concurrency_derivation` is measured (sources.schema.MEASURED_CONCURRENCY) change.
+    Every other input is what the user sets (batch, prompt and output tokens, GPUs, engine) or derives from specs
+    (the offline run's requests in flight)."""
+    c = rows["concurrency"].to_numpy(dtype=float, copy=True)
+    measured = rows["concurrency_derivation"].isin(MEASURED_CONCURRENCY).to_numpy() if "concurrency_derivation" \
+        in rows else np.zeros(len(rows), dtype=bool)
+    arrivals = rows["request_rate_per_s"].notna().to_numpy()
+    c[measured & arrivals] = np.nan  # solved from the rate
+    setting = rows["concurrency_setting"].to_numpy(dtype=float) if "concurrency_setting" in rows else c * np.nan
+    c[measured & ~arrivals] = setting[measured & ~arrivals]
+    return with_concurrency(rows, c)
+
+
+def solve_concurrency(featured: pd.DataFrame, itl) -> tuple[pd.DataFrame, np.ndarray]:
+    """Featured rows with Poisson arrivals and no `concurrency` get the requests in flight their rate implies, by
+    Little's law: the fixed point of C = rate x output tokens x ITL(C), with `itl` (featured rows -> ITL in s) the
+    ITL model, found by iteration from zero requests (ITL never falls as C rises, so the iteration climbs to the
+    smallest fixed point), capped by the engine's cap (vLLM's default max_num_seqs). Each step recomputes only the
+    features that depend on C (features.with_concurrency) and predicts only the rows that have not converged.
+    Returns the rows at their C and ITL(C) where the last step predicted it (NaN elsewhere), so that it is not
+    predicted again. The one definition of a Poisson load's requests in flight: serving and evaluation both call
+    it."""
+    todo = featured["concurrency"].isna().to_numpy() & featured["request_rate_per_s"].notna().to_numpy()
+    itl_at = np.full(len(featured), np.nan)
+    if not todo.any():
+        return featured, itl_at
+    sub = featured[todo]
+    demand, cap = _demand(sub), _cap(sub)
+    c, at_c = np.zeros(len(sub)), np.full(len(sub), np.nan)
+    active = np.arange(len(sub))
+    for _ in range(FIXED_POINT_STEPS):
+        at_c[active] = np.asarray(itl(with_concurrency(sub.iloc[active], c[active])), dtype=float)
+        new = np.minimum(demand[active] * at_c[active], cap[active])
+        moving = ~np.isclose(new, c[active], rtol=1e-4, atol=1e-9)
+        c[active[moving]], at_c[active[moving]] = new[moving], np.nan  # ITL at the new C is not known yet
+        active = active[moving]
+        if not len(active):
+            break
+    concurrency = featured["concurrency"].to_numpy(dtype=float, copy=True)
+    concurrency[todo], itl_at[todo] = c, at_c
+    return with_concurrency(featured, concurrency), itl_at
+
+
+def served_predictions(rows: pd.DataFrame, models: Mapping[str, object]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """What the served path answers for measured (featured) rows: asked `as_served`, a Poisson load's requests in
+    flight solved with `models["itl"]`, then each model in `models` (target -> fitted estimator) predicts at that
+    concurrency. Returns the rows at their served concurrency and {target: predictions}. Evaluation scores these,
+    so that a reported error is the error of what the Predictor serves (Predictor.predict_rows follows the same
+    steps)."""
+    asked = as_served(rows)
+    needs_itl = asked["concurrency"].isna().to_numpy() & asked["request_rate_per_s"].notna().to_numpy()
+    if needs_itl.any() and "itl" not in models:
+        raise ValueError("a Poisson load's requests in flight need an ITL model")
+    itl_model = models.get("itl")
+    served, itl_at = solve_concurrency(asked, lambda r: itl_model.predict(r))
+    out = {}
+    for target, model in models.items():
+        with np.errstate(over="ignore", invalid="ignore"):
+            pred = np.asarray(model.predict(served), dtype=float)
+        if target == "itl":  # ITL at the solved C where the solver's last step computed it (the same number)
+            pred = np.where(np.isnan(itl_at), pred, itl_at)
+        out[target] = pred
+    return served, out
 
 
 def joined(power: Predictor, itl: Predictor) -> Predictor:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from wattgpu.sources.schema import CONCURRENCY_DERIVATIONS, ITL_DERIVATIONS, MEASURED_CONCURRENCY
+
 
 def data_report_markdown(report: dict) -> str:
     lines = [
@@ -40,6 +42,23 @@ def data_report_markdown(report: dict) -> str:
                          f"{span('output_tokens_mean')} | {span('n_gpus')} | {', '.join(r['engine'])} "
                          f"({', '.join(r['engine_version']) or 'unstated'}) | {', '.join(r['precision'])} | "
                          f"{', '.join(r['concurrency_derivation'])} |")
+    derived = report.get("derivations", {})
+    if derived:
+        lines += ["", "Derived quantities. Per source, how the per-request ITL target and the requests in flight were "
+                  "obtained (rows). A derived ITL target rests on the stated assumption, and the same function "
+                  "supplies it at training, evaluation and serving (the offline requests in flight: "
+                  "`workload.offline_concurrency`, from the specs). Requests in flight derived from a measured "
+                  "latency or batch (marked *measured*) train the models but are never an input of a test row: "
+                  "evaluation asks a Poisson row by its rate and solves its requests in flight with the evaluated "
+                  "ITL model, as the served Predictor does, and a measured mean batch by the batch the engine was set "
+                  "to (`modeling.predictor.as_served`).", "",
+                  "| source | ITL target | requests in flight |", "|---|---|---|"]
+        for source, d in derived.items():
+            itl = "; ".join(f"{k} ({n}): {ITL_DERIVATIONS.get(k, 'not derived')}" for k, n in d["itl_derivation"].items())
+            conc = "; ".join(f"{k} ({n}): {CONCURRENCY_DERIVATIONS.get(k, '-')}"
+                             + (" *measured*" if k in MEASURED_CONCURRENCY else "")
+                             for k, n in d["concurrency_derivation"].items())
+            lines.append(f"| {source} | {itl} | {conc} |")
     eng = report.get("engines", {})
     if eng.get("on_gpu"):
         gpu = eng["on_gpu"][0]["gpu"]

@@ -95,6 +95,34 @@ def sources_table(src: pd.DataFrame, target: str, algorithms: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def depth_lines(result: dict) -> list[str]:
+    """How much one regime's studies searched (its metrics' `search_depth`), one line per target and algorithm."""
+    out = []
+    for target, by_algorithm in result.get("search_depth", {}).items():
+        for algorithm, d in by_algorithm.items():
+            gain = d.get("median_gain_over_seed")
+            out.append(f"{target} / `{algorithm}`: {d['studies']} studies, at least {d['min_trials']} trials each "
+                       f"({d['trials_pruned']} of {d['trials']} pruned on the inner folds); a seeded first trial "
+                       f"stayed the best in {d['seed_won']} of {d['studies']}"
+                       + (f"; median gain of the best found over the best seed {gain:.2f} points of inner score."
+                          if gain is not None else "."))
+    return out
+
+
+def coverage_table(results: dict[str, dict]) -> str:
+    """One row per (regime, target, held-out unit) from each regime's `interval_groups` (leaderboard.group_coverage)."""
+    lines = ["| regime | target | held out | cells | abstained cells | under 0.65 | worst | median width | abstained "
+             "rows | failing cells |", "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for regime, res in results.items():
+        for by, targets in res.get("interval_groups", {}).items():
+            for target, c in targets.items():
+                lines.append(f"| {regime.upper()} | {target} | {by} | {c['cells']} | {c.get('abstained_cells', 0)} | "
+                             f"{c['failing']} | "
+                             f"{_fmt(c['worst_coverage'], 'tau')} | {_fmt(c['median_rel_width'], 'tau')} | "
+                             f"{_fmt(c['abstained'], 'tau')} | {'; '.join(c['failing_cells']) or '-'} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+
+
 def markdown(lb: pd.DataFrame, results: dict[str, dict], best: dict[str, dict], algorithms: list[str],
              src: pd.DataFrame | None = None) -> str:
     """The whole leaderboard page: one table per (target, regime), the setup of each regime, the winners."""
@@ -110,6 +138,7 @@ def markdown(lb: pd.DataFrame, results: dict[str, dict], best: dict[str, dict], 
                      "pairs; the replica and baselines are scored on the same sample (so their figures differ from "
                      "the evaluate stage's all-pairs LOPO), and ranking metrics (GPU τ) rest on few groups.")
         out.append(line)
+        out += [f"  - {line}" for line in depth_lines(res)]
     out.append("")
     for target, title in (("power", "Mean power per GPU"), ("itl", "Inter-token latency")):
         for regime in results:
@@ -120,6 +149,14 @@ def markdown(lb: pd.DataFrame, results: dict[str, dict], best: dict[str, dict], 
             if chosen:
                 counts = ", ".join(f"{a} × {n}" for a, n in chosen.items())
                 out += [f"Algorithms the nested selection chose (outer folds): {counts}.", ""]
+    coverage = coverage_table(results)
+    if coverage:
+        out += ["## Do the 80 % bands hold for every held-out group?", "",
+                ("Per regime and target, the cells (held-out GPU or LLM family x scoring group) with 20+ outer-test "
+                 "rows; those the model abstains on entirely (an accelerator family it never saw); among the others, "
+                 "those covered by less than 65 % and the worst; the median of the cells' median band width "
+                 "((upper - lower) / prediction); the share of rows abstained."), "",
+                coverage]
     if src is not None and not src.empty:
         out += ["## Every source: MdAPE per source (rows)", "",
                 ("Rows no training, tuning or selection saw, under each regime (LOSO: the held-out lab's rows, from "

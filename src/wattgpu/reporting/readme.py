@@ -99,6 +99,27 @@ def interval_coverage(root: Path) -> str:
     return "\n".join(lines)
 
 
+def _regimes(root: Path) -> dict[str, dict]:
+    """Each search regime's metrics (reports/search/<regime>/metrics.json), in the verdict's order."""
+    return {p.parent.name: json.loads(p.read_text(encoding="utf-8"))
+            for p in sorted(paths.resolve(paths.SEARCH_DIR, root).glob("*/metrics.json"))}
+
+
+def interval_groups(root: Path) -> str:
+    """Coverage of the 80 % bands per held-out GPU and LLM family (each regime's `interval_groups`)."""
+    from wattgpu.reporting.leaderboard import coverage_table
+
+    return coverage_table(_regimes(root)).rstrip("\n")
+
+
+def search_depth(root: Path) -> str:
+    """How much each regime's studies searched, and how often a seeded first trial stayed the best."""
+    from wattgpu.reporting.leaderboard import depth_lines
+
+    return "\n".join(f"- {regime.upper()}:\n" + "\n".join(f"  - {line}" for line in depth_lines(res))
+                     for regime, res in _regimes(root).items())
+
+
 def _text(rel: Path) -> Callable[[Path], str]:
     return lambda root: "```text\n" + _read(root, rel).rstrip("\n") + "\n```"
 
@@ -107,6 +128,8 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "results": results,
     "by-source": by_source,
     "intervals": interval_coverage,
+    "interval-groups": interval_groups,
+    "search-depth": search_depth,
     "workload-example": _text(paths.REPORTS_DIR / "examples" / "workload.txt"),
     "data-report": lambda root: _read(root, paths.DATA_REPORT.with_suffix(".md")).split("\n", 2)[2].strip(),
     "predict-example": _text(paths.REPORTS_DIR / "examples" / "predict.txt"),

@@ -28,6 +28,7 @@ from wattgpu.evaluation.metrics import score_groups
 from wattgpu.evaluation.predictions import prediction_frame
 from wattgpu.modeling import coverage, intervals
 from wattgpu.modeling.algorithms import make_estimator
+from wattgpu.modeling.predictor import served_predictions
 from wattgpu.modeling.targets import TARGETS
 from wattgpu.search import storage
 from wattgpu.search.space import suggest
@@ -201,6 +202,11 @@ class StudyTask:
     settings: Settings
     storage: str | Path  # a storage URL (the shared PostgreSQL server: search/storage.py), or a sqlite file
     fingerprint: str  # configuration + data + code; a changed one starts fresh studies
+    # A power task's outer-test rows are predicted the way they are served: a Poisson load's requests in flight
+    # solved by an ITL model of the same outer fold (trained on its training rows): `itl_model`, the ITL selection's
+    # for that fold, or else one fitted from `itl_config` (algorithm, feature set, hyperparameters).
+    itl_model: object | None = None
+    itl_config: tuple[str, str, dict] | None = None
 
 
 @dataclass
@@ -215,6 +221,8 @@ class FoldOutcome:
     fold_scores: tuple[float, ...] = ()  # the best trial's score on each inner fold (its mean is inner_score)
     # level -> (lo, hi) per test row: conformal bounds calibrated on the inner folds' held-out residuals
     bounds: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    model: object | None = None  # the chosen trial refitted on the outer-training rows (None without test rows)
+    seeds: int = 0  # the study's first trials were the seeded configurations (params.yaml first_trials)
 
 
 def study_name(task: StudyTask, fold: str) -> str:
@@ -274,31 +282,52 @@ def run_task(task: StudyTask, progress=None) -> list[FoldOutcome]:
         params = dict(best.params)
         feature_set = params.pop("feature_set", task.space.feature_sets[0])
         test = plan.outer.test
-        y_pred, bounds = np.array([], dtype=float), {}
+        y_pred, bounds, model = np.array([], dtype=float), {}, None
         if len(test):
             model = objective.estimator(feature_set, params).fit(task.rows.iloc[plan.outer.train])
-            with np.errstate(over="ignore", invalid="ignore"):
-                y_pred = np.asarray(model.predict(task.rows.iloc[test]), dtype=float)
+            served, predictions = served_predictions(task.rows.iloc[test], serving_models(task, plan, model))
+            y_pred = predictions[task.target]
             reuse = objective.predictions.get(best.number) if plan.calibrates_on_inner else None
-            bounds = outer_bounds(task, plan, objective, feature_set, params, y_pred, reuse)
+            bounds = outer_bounds(task, plan, objective, feature_set, params, y_pred, reuse, served)
         outcomes.append(FoldOutcome(plan.outer.name, feature_set, params, float(best.value), test, y_pred,
-                                    trial_records(study), tuple(best.user_attrs.get("fold_scores", ())), bounds))
+                                    trial_records(study), tuple(best.user_attrs.get("fold_scores", ())), bounds,
+                                    model, len(task.space.first_trials)))
     return outcomes
 
 
+def serving_models(task: StudyTask, plan: OuterPlan, model) -> dict[str, object]:
+    """The models that answer an outer-test row the way the Predictor serves it: the evaluated model, and for a
+    power model the ITL model that solves a Poisson load's requests in flight (StudyTask.itl_model, or one fitted
+    from `itl_config` on the outer-training rows that have an ITL: nothing of the test rows)."""
+    if task.target == "itl":
+        return {"itl": model}
+    itl = task.itl_model
+    if itl is None:
+        if task.itl_config is None:  # served_predictions says so if a test row needs one
+            return {task.target: model}
+        algorithm, feature_set, hp = task.itl_config
+        train = task.rows.iloc[plan.outer.train]
+        train = train[train[TARGETS["itl"].column].notna()]
+        itl = make_estimator(algorithm, "itl", feature_set, hp, seed=task.settings.seed,
+                             n_jobs=task.settings.n_jobs).fit(train)
+    return {"itl": itl, task.target: model}
+
+
 def outer_bounds(task: StudyTask, plan: OuterPlan, objective: Objective, feature_set: str, params: dict,
-                 y_pred: np.ndarray, predictions: list[np.ndarray] | None = None
-                 ) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+                 y_pred: np.ndarray, predictions: list[np.ndarray] | None = None,
+                 test_rows: pd.DataFrame | None = None) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """Intervals for the outer-test rows at every intervals.LEVELS: scores from the chosen configuration refitted
     on each calibration fold (outer-training rows only), extrapolation judged against the outer-training ranges.
     `predictions`: the chosen trial's own predictions on the calibration folds (the inner folds), when this process
     made them; the refits would give the same numbers (every fit is seeded and single-threaded)."""
     cal = intervals.calibrate(lambda: objective.estimator(feature_set, params), task.rows, objective.y,
                               plan.calibration or plan.inner, predictions)
-    test = task.rows.iloc[plan.outer.test]
-    extrap = intervals.extrapolating(test, coverage.training_ranges(task.rows.iloc[plan.outer.train]))
+    test = task.rows.iloc[plan.outer.test] if test_rows is None else test_rows  # as served (predictor.as_served)
+    train = task.rows.iloc[plan.outer.train]
+    extrap = intervals.extrapolating(test, coverage.training_ranges(train))
+    novel = intervals.novel_family(test, set(intervals.accelerator_family(train)))  # unseen family: abstain
     group = intervals.workload_group(test)
-    return {level: intervals.bounds(cal, y_pred, group, extrap, level) for level in intervals.LEVELS}
+    return {level: intervals.bounds(cal, y_pred, group, extrap, level, novel) for level in intervals.LEVELS}
 
 
 def assert_inner_inside(plan: OuterPlan) -> None:
@@ -388,6 +417,7 @@ def compare(rows: pd.DataFrame, target: str, plans: list[OuterPlan], outcomes: d
     for algorithm in algorithms:
         for o in outcomes[algorithm]:
             states = Counter(t["state"] for t in o.trials)
+            seeded = [t["value"] for t in o.trials if t["number"] < o.seeds and t["state"] == "COMPLETE"]
             studies.append({
                 "target": target, "algorithm": algorithm, "fold": o.fold, "selected": chosen.get(o.fold) == algorithm,
                 "inner_score": o.inner_score, "inner_fold_scores": json.dumps([round(x, 4) for x in o.fold_scores]),
@@ -395,6 +425,10 @@ def compare(rows: pd.DataFrame, target: str, plans: list[OuterPlan], outcomes: d
                 "feature_set": o.feature_set, "hyperparameters": json.dumps(o.hyperparameters, sort_keys=True),
                 "trials_complete": states.get("COMPLETE", 0), "trials_pruned": states.get("PRUNED", 0),
                 "trials_failed": states.get("FAIL", 0),
+                # the best seeded configuration's inner score beside the best found (a search that searches
+                # finds better than its seeds)
+                "seed_inner_score": min(seeded) if seeded else np.nan,
+                "seed_won": bool(seeded) and min(seeded) <= o.inner_score,
             })
     return frame, counts, studies
 

@@ -38,6 +38,9 @@ CONCURRENCY_DERIVATIONS = {
     "static_batch_capped_by_kv_cache": "derived: the static batch capped by the sequences whose KV cache fits",
     "one_sequence": "one sequence at a time (llama.cpp's `batch` is a prompt-chunk size)",
 }
+# Derivations from a measured latency or batch: a user cannot know them before deploying, so they train models but
+# never reach a test row as an input (modeling.predictor.as_served asks those rows as a user would).
+MEASURED_CONCURRENCY = ("littles_law_rate_x_mean_e2e", "measured_mean_batch")
 POWER_DERIVATIONS = {
     "nvml_gpu0_mean": "mean of NVML power samples of GPU 0 during the measurement window",
     "energy_per_req_x_tput_div_tokens_div_gpus": "Energy/req x token throughput / output tokens / (TP x PP)",
@@ -284,6 +287,10 @@ def count_report(raw_by_source: dict[str, int], table: pd.DataFrame, quarantine:
             ranges[source][field] = [float(v.min()), float(v.median()), float(v.max())] if len(v) else None
         for field in ("engine", "engine_version", "precision", "concurrency_derivation"):
             ranges[source][field] = sorted(set(rows[field]) - {""})
+    derived = {  # how each source's targets and requests in flight were obtained, with the rows of each way
+        source: {field: {str(k): int(n) for k, n in rows[field].replace("", "(none)").value_counts().sort_index().items()}
+                 for field in ("itl_derivation", "concurrency_derivation")}
+        for source, rows in table.groupby("source")}
     return {
         "rows_kept": int(len(table)),
         "rows_quarantined": int(len(quarantine)),
@@ -291,6 +298,7 @@ def count_report(raw_by_source: dict[str, int], table: pd.DataFrame, quarantine:
         "rows_per_source_and_gpu": {s: {g: int(n) for g, n in coverage[s].items()} for s in coverage.index.levels[0]
                                     if s in coverage.index},
         "workload_ranges": ranges,
+        "derivations": derived,
     }
 
 

@@ -1,6 +1,7 @@
 """Stage `register`: retrain each target's winning configuration on all rows, log it as an MLflow pyfunc model,
-register it (`wattgpu-power`, `wattgpu-itl`) and promote it to champion only when it beats the champion by more
-than the noise (wattgpu.registry: both configurations refitted and scored on the challenger's outer folds).
+register it (`wattgpu-power`, `wattgpu-itl`) and promote it to champion only as the gate decides (wattgpu.registry:
+`gate` builds the challenger's outer folds, `judge` compares it with the champion on them; the rules are there).
+This module is the entry and the I/O around it: the candidate, the training table, the champion's folder and tags.
 
 Reads reports/search/best_<target>.json (the search stage's winner on the primary regime, with its nested
 MdAPE). Until the search stage has written one, the PAPER REPLICA stands in (algorithm "paper_replica"), with
@@ -31,15 +32,13 @@ from wattgpu.catalogs.idle_power import load_idle_power
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import Evaluate, Params, Registry, load_params
 from wattgpu.errors import WattgpuError
-from wattgpu.evaluation.cv import Fold, folds
-from wattgpu.evaluation.predictions import ID_COLUMNS
 from wattgpu.evaluation.runner import prepare_rows, target_rows
 from wattgpu.io import read_table, write_json
 from wattgpu.modeling import coverage, intervals
 from wattgpu.modeling.replica import paper_model
 from wattgpu.modeling.store import META, save_model_dir
 from wattgpu.modeling.targets import TARGETS
-from wattgpu.registry import CHAMPION, Configuration, Evaluation
+from wattgpu.registry import CHAMPION, Candidate, Configuration, Evaluation, Gate, Incumbent
 from wattgpu.serving import pyfunc
 
 STAGE = "wattgpu.stages.register"
@@ -48,21 +47,6 @@ DESCRIPTIONS = {
     "power": "Mean power per GPU (W) of LLM inference on a GPU and an LLM given by catalog name or by spec.",
     "itl": "Mean inter-token latency (s) of LLM inference on a GPU and an LLM given by catalog name or by spec.",
 }
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A configuration to register, where it comes from and its held-out figures on the primary regime (nested:
-    the unbiased ones, recorded beside the gate's paired scores)."""
-
-    origin: str  # "search" or "paper_replica fallback"
-    configuration: Configuration
-    regime: str
-    offline_mdape: float
-    server_mdape: float
-
-    def nested(self) -> dict:
-        return {"regime": self.regime, "offline_mdape": self.offline_mdape, "server_mdape": self.server_mdape}
 
 
 def candidate(target: str, params: Params, reg: Registry, root) -> Candidate:
@@ -84,34 +68,9 @@ def candidate(target: str, params: Params, reg: Registry, root) -> Candidate:
                      float(replica["server"]["mdape"]))
 
 
-@dataclass(frozen=True)
-class Gate:
-    """The challenger's evaluation, on which the champion is scored again: its rows, outer folds and fingerprint."""
-
-    rows: pd.DataFrame
-    folds: list[Fold]
-    evaluation: Evaluation
-    seed: int
-    n_jobs: int  # threads per fit
-    n_workers: int  # fits side by side
-    load_rho: tuple[tuple[str, float], ...] = ()  # evaluate.load_rho, for a champion folder without `configuration`
-
-
-def gate(target: str, rows: pd.DataFrame, cand: Candidate, params: Params) -> Gate:
-    """The primary regime's outer folds as the search builds them (nested_plan: every fold with training rows),
-    on `rows`; a paper-replica fallback: its `evaluate` regime, untuned (profile "none", no trials)."""
-    from wattgpu.stages.search import outer_regime
-
-    s, ev, seed = params.search, params.evaluate, params.base.seed
-    if s is not None and cand.regime in s.regimes:
-        regime, profile, n_trials = outer_regime(s, cand.regime), s.profile, s.active.n_trials
-    else:
-        regime, profile, n_trials = ev.regimes[cand.regime], "none", 0
-    outer = [f for f in folds(rows, regime, seed) if len(f.train)]
-    evaluation = Evaluation(cand.regime, registry.rows_md5(rows[[*ID_COLUMNS, TARGETS[target].column]]),
-                            registry.folds_md5(outer), profile, n_trials, codehash.digest([STAGE])[:16])
-    n_jobs, n_workers = (s.n_jobs, s.n_workers) if s is not None else (1, 1)
-    return Gate(rows, outer, evaluation, seed, n_jobs, n_workers, tuple(sorted(ev.load_rho.items())))
+def code() -> str:
+    """The fingerprint of the code this stage runs (what the gate's Evaluation records)."""
+    return codehash.digest([STAGE])[:16]
 
 
 def run() -> dict:
@@ -126,16 +85,21 @@ def run() -> dict:
         mlflow.set_tags({"stage": "register", "git_commit": tracking.git_commit(root),
                          "data_md5": tracking.file_md5(paths.resolve(paths.MEASUREMENTS, root))})
         mlflow.log_params({"seed": params.base.seed, **{f"registry.{k}": v for k, v in reg.model_dump().items()}})
-        # ITL first: the power model is logged with the ITL champion it is served with.
+        # ITL first: the power model is logged with the ITL champion it is served with, and scored with it (a
+        # Poisson row's requests in flight come from the served ITL model).
+        served_itl = None
         for target in sorted(params.base.targets, key=lambda t: t != "itl"):
             cand = candidate(target, params, reg, root)
             config = cand.configuration
             training = {"source": config.source or "all", "dense_only": config.dense_only, "seed": params.base.seed,
                         "offline_batch": ev.roofline_offline_batch}
             rows = target_rows(training_table(root, config.source, config.dense_only, ev, cats), target)
+            check = registry.gate(target, rows, cand, params, code(), served_itl)
             records[target] = r = publish(target, rows, cand, reg, paths.resolve(paths.MODELS_DIR / target, root),
-                                          cats, training, gate(target, rows, cand, params),
-                                          calibration_folds(rows, params))
+                                          cats, training, check, calibration_folds(rows, params))
+            if target == "itl":  # the folder holds the ITL champion now (promoted or restored)
+                meta = json.loads((paths.resolve(paths.MODELS_DIR / "itl", root) / META).read_text())
+                served_itl = configuration_of(meta, dict(ev.load_rho))
             print(f"register {target}: {r['name']} v{r['version']} ({config.algorithm}, {cand.origin}) -> "
                   f"{r['decision']}: {r['reason']}")
     write_json(paths.resolve(paths.MODELS_DIR / "registry.json", root),
@@ -182,9 +146,9 @@ def calibration_folds(rows: pd.DataFrame, params: Params) -> list:
 
 def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, folder: Path, catalogs: Catalogs,
             training: dict, check: Gate, folds: list | None = None) -> dict:
-    """Decide on `cand` against the champion (`judge`), fit it on every row, write the model folder, log it as a
-    pyfunc model (a nested run) and register it with the decision; the decision record. With `folds`, the model
-    folder carries conformal calibration scores from fits on each fold's training rows."""
+    """Decide on `cand` against the champion (registry.judge, on `check`'s folds), fit it on every row, write the
+    model folder, log it as a pyfunc model (a nested run) and register it with the decision; the decision record.
+    With `folds`, the model folder carries conformal calibration scores from fits on each fold's training rows."""
     import mlflow
 
     client, name, config = mlflow.MlflowClient(), reg.names[target], cand.configuration
@@ -203,7 +167,7 @@ def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, fol
         calibration = intervals.calibrate(lambda: config.estimator(check.seed, check.n_jobs), learn, y, folds)
     champion = incumbent(client, name, target, dict(check.load_rho))
     adds_intervals = calibration is not None and champion is not None and not champion.intervals
-    decision, record = judge(cand, champion, check, reg, adds_intervals)
+    decision, record = registry.judge(cand, champion, check, reg, adds_intervals)
 
     meta = {"target": target, "unit": TARGETS[target].unit, "origin": cand.origin, "algorithm": config.algorithm,
             "feature_set": config.feature_set, "hyperparameters": config.hyperparameters,
@@ -236,17 +200,9 @@ def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, fol
     return record
 
 
-@dataclass(frozen=True)
-class Incumbent:
-    """The champion: its version, configuration (from its model folder), recorded evaluation, intervals."""
-
-    version: str
-    configuration: Configuration
-    evaluation: Evaluation | None
-    intervals: bool
-
-
 def incumbent(client, name: str, target: str, load_rho: dict[str, float]) -> Incumbent | None:
+    """`name`'s champion (None before the first): its configuration from its model folder, its evaluation, intervals
+    and own per-fold scores from its version's tags."""
     version = registry.aliases(client, name).get(CHAMPION)
     if version is None:
         return None
@@ -254,7 +210,7 @@ def incumbent(client, name: str, target: str, load_rho: dict[str, float]) -> Inc
     with champion_folder(name, target) as folder:
         meta = json.loads((folder / META).read_text())
     return Incumbent(version, configuration_of(meta, load_rho), Evaluation.from_tags(tags),
-                     tags.get(registry.INTERVALS_TAG) == "conformal")
+                     tags.get(registry.INTERVALS_TAG) == "conformal", registry.recorded_scores(tags))
 
 
 def configuration_of(meta: dict, load_rho: dict[str, float]) -> Configuration:
@@ -269,39 +225,6 @@ def configuration_of(meta: dict, load_rho: dict[str, float]) -> Configuration:
     source = meta.get("source", "all")
     return Configuration(meta["target"], meta["algorithm"], meta["feature_set"], meta["hyperparameters"], physics,
                          None if source == "all" else source, bool(meta.get("dense_only", False)))
-
-
-def judge(cand: Candidate, champion: Incumbent | None, check: Gate, reg: Registry,
-          adds_intervals: bool) -> tuple[registry.Decision, dict]:
-    """The decision on `cand` and its record: both configurations refitted and scored on the challenger's outer
-    folds (registry.rescore), unless there is no champion or it has the challenger's configuration and code."""
-    config = cand.configuration
-    comparison = None
-    same_config = champion is not None and champion.configuration.sha == config.sha
-    identical = same_config and champion.evaluation is not None and champion.evaluation.code == check.evaluation.code
-    if champion is not None and not same_config:
-        scores = registry.rescore(check.rows, check.folds, {"challenger": config, "champion": champion.configuration},
-                                  check.seed, check.n_jobs, check.n_workers)
-        comparison = registry.Comparison(scores["challenger"], scores["champion"])
-    decision = registry.decide(comparison, reg, champion.version if champion else None, identical, adds_intervals,
-                               new_code=same_config and not identical)
-
-    def scored(who: str) -> dict:
-        per_fold = getattr(comparison, who) if comparison else None
-        return {"fold_scores": per_fold, "mean_score": round(comparison.mean(who), 6) if comparison else None}
-
-    record = {
-        "name": reg.names[config.target], "decision": decision.verdict, "reason": decision.reason,
-        "evaluation": asdict(check.evaluation),
-        "challenger": {"origin": cand.origin, "configuration": config.to_json(), "nested": cand.nested(),
-                       **scored("challenger")},
-        "champion": None if champion is None else {
-            "version": int(champion.version), "configuration": champion.configuration.to_json(),
-            "recorded_evaluation": asdict(champion.evaluation) if champion.evaluation else None,
-            "differs_in": check.evaluation.differences(champion.evaluation), **scored("champion")},
-        "test": comparison.evidence(reg) if comparison else None,
-    }
-    return decision, record
 
 
 @contextmanager

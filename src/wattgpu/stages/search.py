@@ -18,7 +18,7 @@ import argparse
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +31,13 @@ from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import Params, Regime, Search, load_params
 from wattgpu.errors import WattgpuError
 from wattgpu.evaluation import baselines, leaderboard
+from wattgpu.evaluation.cv import outer_regime
 from wattgpu.evaluation.predictions import ID_COLUMNS
 from wattgpu.evaluation.runner import interval_by_gpu, interval_table, metrics_table, prepare_rows, target_rows
 from wattgpu.io import read_table, write_csv, write_json
 from wattgpu.modeling import replica
 from wattgpu.modeling.algorithms import best_record
+from wattgpu.modeling.predictor import as_served, solve_concurrency
 from wattgpu.modeling.replica import paper_model
 from wattgpu.search import workers
 from wattgpu.search.nested import (
@@ -47,6 +49,7 @@ from wattgpu.search.nested import (
     compare,
     nested_plan,
     run_tasks,
+    select,
     tested_positions,
 )
 from wattgpu.search.storage import ENV as STORAGE_ENV
@@ -85,16 +88,6 @@ def context(root: Path, with_idle_power: bool = True) -> Context:
     rows = prepare_rows(read_table(measurements), gpus, llms, source=params.search.source,
                         dense_only=params.search.dense_only, idle_power_w=idle, offline_batch=ev.roofline_offline_batch)
     return Context(root, params, params.search, rows, tracking.file_md5(measurements))
-
-
-def outer_regime(search: Search, name: str) -> Regime:
-    """The regime as declared, with the profile's LOPO pair sample."""
-    if name not in search.regimes:
-        raise WattgpuError(f"unknown search regime {name!r}; params.yaml search.regimes has {sorted(search.regimes)}")
-    regime = search.regimes[name]
-    if regime.kind == "lopo":
-        regime = regime.model_copy(update={"max_pairs": search.active.max_pairs})
-    return regime
 
 
 def settings(ctx: Context) -> Settings:
@@ -177,7 +170,7 @@ def run_regime(name: str) -> dict:
     regime, rows, plans, tasks = stage_tasks(ctx, name)
     print(f"search {name}: {len(tasks)} (target, algorithm, outer fold) studies x "
           f"{s.active.n_trials} trials, profile {s.profile!r}, {s.n_workers} worker(s)")
-    results = run_tasks(tasks, s.n_workers, description=f"search {name}")
+    tasks, results = run_served(ctx, tasks, f"search {name}")
     outcomes = by_algorithm(tasks, results)
 
     parts, fold_rows, selected = [], [], {}
@@ -192,6 +185,8 @@ def run_regime(name: str) -> dict:
     replica_rows = pred.loc[pred["model"] == leaderboard.REPLICA, [*ID_COLUMNS, "target", "y_pred"]]
     keys = replica_rows.dropna(subset=["y_pred"]).drop(columns="y_pred")
     paper = pred.merge(keys, on=[*ID_COLUMNS, "target"], how="inner")
+    # coverage per held-out GPU and per LLM family (each scoring group apart), beside the band's width
+    by_unit = {by: interval_by_gpu(pred, leaderboard.SELECTION, by) for by in ("gpu", "llm_family")}
     setup = {"profile": s.profile, "n_trials": s.active.n_trials, "inner_folds": s.active.inner_folds,
              "calibration_folds": s.active.calibration_folds,
              "default_algorithm": s.default_algorithm,
@@ -201,10 +196,13 @@ def run_regime(name: str) -> dict:
               "setup": setup, "rows": {t: len(r) for t, r in rows.items()},
               "tested_rows": {t: len(tested_positions(plans[t])) for t in rows},
               "metrics": metrics_table(pred), "paper_metrics": metrics_table(paper), "selected": selected,
-              "intervals": interval_table(pred[pred["model"] == leaderboard.SELECTION])}
+              "intervals": interval_table(pred[pred["model"] == leaderboard.SELECTION]),
+              "search_depth": leaderboard.search_depth(pd.DataFrame(fold_rows)),
+              "interval_groups": {by: leaderboard.group_coverage(t, by) for by, t in by_unit.items()}}
     out = paths.resolve(paths.SEARCH_DIR / name, root)
     write_csv(out / "predictions.csv", pred)
-    write_csv(out / "interval_coverage_by_gpu.csv", interval_by_gpu(pred, leaderboard.SELECTION))
+    for by, table in by_unit.items():
+        write_csv(out / f"interval_coverage_by_{by}.csv", table)
     folds_table = pd.DataFrame(fold_rows)
     write_csv(out / "folds.csv", folds_table)
     write_json(out / "metrics.json", result)
@@ -213,6 +211,30 @@ def run_regime(name: str) -> dict:
     print(_summary(result))
     print(f"search {name}: stage time {time.perf_counter() - start:.0f} s (MLflow logging included)")
     return result
+
+
+def run_served(ctx: Context, tasks: list[StudyTask], description: str
+               ) -> tuple[list[StudyTask], list[list[FoldOutcome]]]:
+    """Run the ITL studies, then the others, each outer-test row predicted the way it is served: a power model's
+    Poisson rows at the requests in flight the ITL selection of the same outer fold solves (or, for a fold the ITL
+    rows do not have, an ITL model of the default algorithm's first configuration fitted on that fold's training
+    rows). Returns the tasks (power tasks with their ITL model) and their outcomes, in that order."""
+    s = ctx.search
+    itl_tasks = [t for t in tasks if t.target == "itl"]
+    others = [t for t in tasks if t.target != "itl"]
+    itl_results = run_tasks(itl_tasks, s.n_workers, description=f"{description} (itl)") if itl_tasks else []
+    chosen = {}
+    if itl_tasks:
+        chosen = {o.fold: o.model for _, o in select(by_algorithm(itl_tasks, itl_results)["itl"], s.default_algorithm)}
+    itl_algorithms, fallback = algorithm_order(s, "itl"), None
+    if itl_algorithms:
+        default = s.default_algorithm if s.default_algorithm in itl_algorithms else itl_algorithms[0]
+        space = s.candidates[default]
+        first = dict(space.first_trials[0]) if space.first_trials else {}
+        fallback = (default, first.pop("feature_set", space.feature_sets[0]), first)
+    others = [replace(t, itl_model=chosen.get(t.plans[0].outer.name), itl_config=fallback) for t in others]
+    other_results = run_tasks(others, s.n_workers, description=description) if others else []
+    return itl_tasks + others, itl_results + other_results
 
 
 def references(t_rows: pd.DataFrame, target: str, params: Params, plans: list[OuterPlan]) -> dict[str, np.ndarray]:
@@ -241,8 +263,15 @@ def references(t_rows: pd.DataFrame, target: str, params: Params, plans: list[Ou
         out.update(tdp=baselines.tdp(t_rows), load_scaled_tdp=scaled)
     else:
         out.update(roofline=np.where(paper_labels, baselines.roofline_itl(t_rows), np.nan),
-                   itl_physics=t_rows["itl_physics_s"].to_numpy(dtype=float))
+                   itl_physics=physics_itl_as_served(t_rows))
     return out
+
+
+def physics_itl_as_served(rows: pd.DataFrame) -> np.ndarray:
+    """The unfitted decode-step physics (`itl_physics_s`) as a model, asked the way it would be served: a Poisson
+    load's requests in flight are its own fixed point (modeling.predictor.solve_concurrency)."""
+    served, _ = solve_concurrency(as_served(rows), lambda r: r["itl_physics_s"].to_numpy(dtype=float))
+    return served["itl_physics_s"].to_numpy(dtype=float)
 
 
 def _summary(result: dict) -> str:

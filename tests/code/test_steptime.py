@@ -1,0 +1,71 @@
+"""The decode-step ITL model's fit converges and does not depend on the machine's threads. Rows come from the test
+pipeline's real measurements; fits are FIXTURES, never reported."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from wattgpu import paths
+from wattgpu.catalogs.gpus import load_gpu_catalog
+from wattgpu.catalogs.llms import load_llm_catalog
+from wattgpu.evaluation.runner import prepare_rows, target_rows
+from wattgpu.io import read_table
+from wattgpu.modeling import steptime
+from wattgpu.modeling.algorithms import make_estimator
+
+HP = {"alpha": 30, "n_estimators": 30, "learning_rate": 0.1, "num_leaves": 7, "min_child_samples": 20,
+      "reg_lambda": 1.0, "colsample_bytree": 1.0}
+
+
+@pytest.fixture(scope="module")
+def rows(pipeline):
+    gpus, llms = load_gpu_catalog(pipeline / paths.GPU_CATALOG), load_llm_catalog(pipeline / paths.LLM_CATALOG_TABLE)
+    table = prepare_rows(read_table(pipeline / paths.MEASUREMENTS), gpus, llms, source=None, dense_only=False,
+                         offline_batch=256)
+    return target_rows(table, "itl")
+
+
+def fitted(rows, **kw):
+    """A fresh fit (not the process's cached weights): the TargetRegressor and its StepTimeRegressor."""
+    steptime._SOLVED.clear()
+    model = make_estimator("workload", "itl", "workload", {**HP, **kw}, seed=42).fit(rows)
+    return model, model.pipeline_.named_steps["model"]
+
+
+def test_the_step_fit_converges_and_says_so(rows):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", steptime.ConvergenceWarning)
+        _, step = fitted(rows)
+    assert step.convergence_["converged"] and step.convergence_["evaluations"] < steptime.MAX_EVALUATIONS
+
+
+def test_the_step_fit_is_the_same_under_any_thread_count(rows):
+    with threadpool_limits(1):
+        one, step_one = fitted(rows)
+    with threadpool_limits(2):
+        two, step_two = fitted(rows)
+    np.testing.assert_array_equal(step_one.theta_, step_two.theta_)
+    sample = rows.iloc[::97]
+    np.testing.assert_array_equal(one.predict(sample), two.predict(sample))
+
+
+def test_a_fit_stopped_early_warns(rows, monkeypatch):
+    monkeypatch.setattr(steptime, "MAX_EVALUATIONS", 3)
+    with pytest.warns(steptime.ConvergenceWarning, match="did not converge"):
+        _, step = fitted(rows.iloc[:2000])
+    assert not step.convergence_["converged"]
+
+
+def test_reused_fits_are_the_fits(rows):
+    """A trial that differs only in the boosted factor reuses the converged weights: the same numbers as a refit."""
+    steptime._SOLVED.clear()
+    first = make_estimator("workload", "itl", "workload", HP, seed=42).fit(rows).pipeline_.named_steps["model"]
+    assert len(steptime._SOLVED) == 1
+    again = make_estimator("workload", "itl", "workload", {**HP, "num_leaves": 15}, seed=42).fit(rows)
+    assert len(steptime._SOLVED) == 1  # no second solve
+    np.testing.assert_array_equal(again.pipeline_.named_steps["model"].theta_, first.theta_)
+    np.testing.assert_array_equal(fitted(rows)[1].theta_, first.theta_)  # a cold refit gives the same weights
