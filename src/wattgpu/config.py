@@ -132,7 +132,7 @@ class AlgorithmSpace(Strict):
         return self
 
 
-AlgorithmName = Literal["xgboost", "lightgbm", "extra_trees", "spline_ridge", "knn", "physics", "workload"]
+AlgorithmName = Literal["xgboost", "lightgbm", "extra_trees", "spline_ridge", "knn", "physics", "workload", "steppower"]
 
 
 class Search(Strict):

@@ -15,21 +15,21 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.workload import DEFAULT_ENGINE, ENGINES, MAX_OUTPUT_TOKENS, OFFLINE_RATE, PRECISION_BYTES, version_number
+from wattgpu.workload import (DEFAULT_ENGINE, ENGINES, MAX_OUTPUT_TOKENS, OFFLINE_RATE, PRECISION_BYTES, engine_generation,
+                              version_number)
 
 PAPER_KV_TOKENS = 512 + 128  # the paper's KV-cache size: one 512-token prompt + 128 generated tokens
-FIXED_STEP_S_PER_LAYER = 1e-5  # a scale for per-layer launch and scheduling costs (the models learn the factor)
 PAPER_TOKENS_PER_REQUEST = 1000 + MAX_OUTPUT_TOKENS  # the paper's concurrency estimate: 1,000 context tokens + the cap
 
 GPU_FIELDS = (
     "tdp_w", "memory_gb", "memory_type", "memory_bus_bits", "memory_bandwidth_gb_s", "base_clock_mhz",
     "boost_clock_mhz", "sm_count", "fp16_tensor_tflops", "fp32_tflops", "transistors_m", "process_nm",
-    "l2_cache_mb", "release_year", "architecture", "vendor", "form_factor",
+    "l2_cache_mb", "interconnect_bandwidth_gb_s", "release_year", "architecture", "vendor", "form_factor",
 )
 LLM_FIELDS = (
     "total_params_b", "active_params_b", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
     "head_dim", "intermediate_size", "vocab_size", "family", "is_moe", "num_experts", "experts_per_token",
-    "kv_layers", "kv_values_per_layer", "weight_precision",
+    "kv_layers", "kv_values_per_layer", "sliding_window", "weight_precision",
 )
 
 
@@ -50,22 +50,32 @@ def attach_specs(rows: pd.DataFrame, gpus, llms, idle_power_w: dict[str, float] 
 
 
 def kv_bytes_per_token(df: pd.DataFrame) -> pd.Series:
-    """KV cache bytes per token (physics.kv_bytes_per_token; GQA, sliding windows and latent attention aware;
-    0 if attention-free)."""
+    """KV cache bytes per token of a context shorter than every sliding window (every attention layer caches the
+    token; physics.kv_bytes_per_token; GQA and latent attention aware; 0 if attention-free)."""
     return pd.Series(_kv_bytes_per_token(_Columns(df)), index=df.index)
 
 
+def kv_bytes_per_sequence(df: pd.DataFrame, context_tokens) -> pd.Series:
+    """KV cache bytes of one sequence at `context_tokens` per row, sliding-window layers capped at their window
+    (physics.kv_bytes_per_sequence, at physics.kv_bytes_per_value bytes per value; 0 if attention-free)."""
+    return pd.Series(_kv_bytes_per_sequence(_Columns(df), np.asarray(context_tokens, dtype=float)), index=df.index)
+
+
+def _kv_layout(cols: _Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """physics.kv_cache_layout of each row's LLM (a column the frame lacks: not set)."""
+    unset = np.full(len(cols.frame), np.nan)
+    return physics.kv_cache_layout(*(cols.num(f"llm_{f}") if f"llm_{f}" in cols else unset for f in (
+        "num_layers", "num_attention_heads", "num_kv_heads", "head_dim", "hidden_size", "kv_layers",
+        "kv_values_per_layer", "sliding_window")))
+
+
 def _kv_bytes_per_token(cols: _Columns) -> np.ndarray:
-    heads = cols.num("llm_num_attention_heads")
-    head_dim = _fill(cols.num("llm_head_dim"), cols.num("llm_hidden_size") / heads)
-    kv_heads = _fill(cols.num("llm_num_kv_heads"), heads)
-    layers = cols.num("llm_num_layers")
-    if "llm_kv_layers" in cols:  # sliding-window layers cache a window, not the context
-        layers = _fill(cols.num("llm_kv_layers"), layers)
-    per_layer = physics.kv_values_per_layer(kv_heads, head_dim)
-    if "llm_kv_values_per_layer" in cols:  # latent attention caches one latent (+ rope key)
-        per_layer = _fill(cols.num("llm_kv_values_per_layer"), per_layer)
-    return _fill(np.where(np.isnan(heads), 0.0, physics.kv_bytes_per_token(layers, per_layer)), 0.0)
+    full, sliding, _, values = _kv_layout(cols)
+    return _fill(physics.kv_bytes_per_token(full + sliding, values), 0.0)
+
+
+def _kv_bytes_per_sequence(cols: _Columns, context_tokens: np.ndarray) -> np.ndarray:
+    return _fill(physics.kv_bytes_per_sequence(context_tokens, *_kv_layout(cols), physics.kv_bytes_per_value()), 0.0)
 
 
 class _Columns(dict):
@@ -125,14 +135,15 @@ def engineer(df: pd.DataFrame, offline_batch: float) -> pd.DataFrame:
         out["log_active_params_b"] = _log(params_active)
         # Time to stream the FP16 weights once: 2 bytes x params / bandwidth (GB / (GB/s) = s).
         out["bandwidth_latency_s"] = physics.weight_stream_s(params_active, bandwidth_gb_s)
-        # Time to compute one token at peak dense FP16 tensor throughput: 2 FLOPs x params / FLOP/s.
-        out["compute_latency_s"] = physics.compute_s(params_total, out.num("gpu_fp16_tensor_tflops"))
+        # Time to compute one token at peak dense FP16 tensor throughput: 2 FLOPs x active params / FLOP/s (a mixture
+        # of experts computes only the experts a token is routed to).
+        out["compute_latency_s"] = physics.compute_s(params_active, out.num("gpu_fp16_tensor_tflops"))
         kv_bytes = out["kv_bytes_per_token"] = _kv_bytes_per_token(out)
-        out["kv_cache_bytes"] = kv_bytes * PAPER_KV_TOKENS
-        # Memory left after the FP16 weights (GB), and the paper's 90 % usable variant.
+        out["kv_cache_bytes"] = _kv_bytes_per_sequence(out, np.full(len(df), float(PAPER_KV_TOKENS)))
+        # Memory left after the FP16 weights (GB), and the paper's usable variant (vLLM's gpu_memory_utilization).
         mem = out.num("gpu_memory_gb") * n_gpus
         out["free_memory_gb"] = mem - physics.weights_gb(params_total)
-        available = out["available_memory_gb"] = 0.9 * mem - physics.weights_gb(params_total)
+        available = out["available_memory_gb"] = physics.MEMORY_UTILIZATION * mem - physics.weights_gb(params_total)
         # The paper's estimate of concurrent requests: MHA KV size (ignores GQA), 1,256 tokens per request.
         mha_values = physics.kv_values_per_layer(1, out.num("llm_hidden_size"))  # the paper's: every head, no GQA
         mb_per_token = physics.kv_bytes_per_token(out.num("llm_num_layers"), mha_values) / 1024**2
@@ -161,13 +172,18 @@ def _workload_features(out: _Columns) -> None:
     """Workload-aware physics (added to `out`): one decode step of `b = max(concurrency, 1)` sequences, each
     getting one token, takes about
 
-        ITL(b) = T_weights(b) + b x (T_kv + T_compute) + T_fixed
+        ITL(b) = T_weights(b) + b x (T_kv + T_compute + T_comm) + T_fixed
 
-    - T_weights: the weights read once per step, over the tensor-parallel GPUs' bandwidth; a MoE step reads the
-      shared weights and the share of experts its b sequences touch (physics.experts_touched_fraction);
-    - T_kv: one sequence's KV cache (prompt + half the answer, on average) read per step;
-    - T_compute: one token's FLOPs (2 x active params), plus its share of prefill (prompt / output tokens), at peak;
-    - T_fixed: per-layer kernel launches and scheduling (a scale: microseconds per layer and pipeline stage).
+    (the physics, with the formulas, is in wattgpu.physics; this builds its columns):
+    - T_weights (`weights_step_s`): physics.weights_read_per_step_bytes over the tensor-parallel GPUs' memory
+      bandwidth; a MoE step reads the shared weights and the share of experts its b sequences touch;
+    - T_kv (`kv_step_per_sequence_s`): one sequence's KV cache (prompt + half the answer, on average) read per step;
+    - T_compute (`compute_step_per_sequence_s`): physics.flops_per_generated_token (2 x active params, attention's
+      QK^T and attention x V over the context, and the token's share of prefill) at the tensor-parallel GPUs' peak;
+    - T_comm (`comm_step_per_sequence_s`): tensor parallelism's all-reduces of the token's activations over the
+      GPU-to-GPU interconnect (physics.tensor_parallel_bytes_per_token, physics.interconnect_s; 0 on one GPU);
+    - T_fixed (`fixed_step_s`): per-layer kernel launches and scheduling (physics.fixed_step_s; a scale), and each
+      extra pipeline stage's hand-off (physics.pipeline_stage_s).
 
     Every term grows with b at most linearly, so ITL never falls as concurrency rises and throughput b / ITL never
     falls either. Features that depend on concurrency are listed in MONOTONE (modeling keeps predictions monotone
@@ -178,23 +194,28 @@ def _workload_features(out: _Columns) -> None:
     tp, pp, weight_bytes, total, active = step["tp"], step["pp"], step["weight_bytes"], step["total"], step["active"]
     prompt = out.num("prompt_tokens_mean")
     answer = np.maximum(out.num("output_tokens_mean"), 1.0)
-    flops = out.num("gpu_fp16_tensor_tflops") * 1e12 * tp
+    context_prompt = _fill(prompt, 0)
+    layers, heads, head_dim = _attention_shape(out)
     out["weights_step_s"] = np.full(n, np.nan)  # placeholders keep the columns' order: _concurrency_features
-    out["kv_step_per_sequence_s"] = (out.num("kv_bytes_per_token") * (_fill(prompt, 0) + answer / 2)) / step["bandwidth"]
-    out["compute_step_per_sequence_s"] = 2 * active * 1e9 * (1 + _fill(prompt, 0) / answer) / flops
-    out["fixed_step_s"] = FIXED_STEP_S_PER_LAYER * out.num("llm_num_layers") * pp
+    out["kv_step_per_sequence_s"] = _kv_bytes_per_sequence(out, _fill(prompt, 0) + answer / 2) / step["bandwidth"]
+    flops = physics.flops_per_generated_token(active, layers, heads, head_dim, context_prompt, answer)
+    out["compute_step_per_sequence_s"] = physics.compute_time_s(flops, out.num("gpu_fp16_tensor_tflops") * tp)
+    out["comm_step_per_sequence_s"] = physics.interconnect_s(
+        physics.tensor_parallel_bytes_per_token(layers, out.num("llm_hidden_size"), tp), step["interconnect_gb_s"])
+    out["fixed_step_s"] = physics.fixed_step_s(layers) + physics.pipeline_stage_s(layers, pp)
     out["itl_physics_s"] = np.full(n, np.nan)
-    for col in ("weights_step_s", "kv_step_per_sequence_s", "compute_step_per_sequence_s", "fixed_step_s",
-                "itl_physics_s"):
-        out[f"log_{col}"] = np.log(np.maximum(out[col], 1e-9))  # an attention-free LLM reads no KV cache
+    for col in ("weights_step_s", "kv_step_per_sequence_s", "compute_step_per_sequence_s",
+                "comm_step_per_sequence_s", "fixed_step_s", "itl_physics_s"):
+        # an attention-free LLM reads no KV cache; one GPU all-reduces nothing
+        out[f"log_{col}"] = np.log(np.maximum(out[col], 1e-9))
     out.update(_concurrency_features(out, out.num("concurrency"), step))
     # Open-loop load (requests arrive at a rate, the GPU idles between them) or a closed batch (always full).
     out["poisson_arrivals"] = (~np.isnan(out.num("request_rate_per_s"))).astype(float) \
         if "request_rate_per_s" in out else np.zeros(n)
     # How many such sequences the KV cache holds beside the weights (a batch near it preempts and recomputes).
     tokens = _fill(prompt, 0) + answer
-    fit = physics.kv_fit_sequences(out.num("gpu_memory_gb"), tp * pp, weight_bytes * total,
-                                   out.num("kv_bytes_per_token"), tokens)
+    fit = physics.kv_fit_sequences(out.num("gpu_memory_gb"), tp * pp, physics.weights_gb(total, weight_bytes),
+                                   _kv_bytes_per_sequence(out, tokens))
     out["log_kv_fit_sequences"] = np.log(np.clip(fit, 1.0, 1e6))
     out["log_tensor_parallel"], out["log_pipeline_parallel"] = np.log(tp), np.log(np.broadcast_to(pp, n))
     out["weight_bytes_per_param"] = weight_bytes
@@ -205,19 +226,32 @@ def _workload_features(out: _Columns) -> None:
     engine = out.frame["engine"].to_numpy() if "engine" in out else np.full(n, DEFAULT_ENGINE, dtype=object)
     for name in ENGINES:
         out[f"engine_{name}"] = (engine == name).astype(float)
-    if "engine_version" in out:
-        codes, versions = pd.factorize(out.frame["engine_version"], use_na_sentinel=False)
-        out["engine_version_num"] = np.array([version_number(v) for v in versions], dtype=float)[codes]
-    else:
-        out["engine_version_num"] = np.full(n, version_number(""))
+    version = out.frame["engine_version"] if "engine_version" in out else pd.Series("", index=out.frame.index)
+    codes, pairs = pd.factorize(pd.Series(list(zip(engine, version.fillna("").astype(str))), index=out.frame.index))
+    # the release (a model input; estimator.as_measured_release answers an unmeasured one as a measured release of
+    # its generation) and its generation (workload.ENGINE_GENERATIONS)
+    out["engine_version_num"] = np.array([version_number(v) for _, v in pairs], dtype=float)[codes]
+    out["engine_generation"] = np.array([engine_generation(e, v) for e, v in pairs], dtype=float)[codes]
     out["gpu_is_amd"] = out.text("gpu_vendor", "", lambda v: v.lower() == "amd")
     out["gpu_is_intel"] = out.text("gpu_vendor", "", lambda v: v.lower() == "intel")
     out["weights_memory_fraction_replica"] = (weight_bytes * total) / (out.num("gpu_memory_gb") * tp * pp)
 
 
+def _attention_shape(cols: _Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(layers, attention heads, head dim) of each row's LLM for its attention FLOPs: head dim where the config
+    gives it, else hidden size // heads; 0 heads for an attention-free LLM (no attention FLOPs)."""
+    unset = np.full(len(cols.frame), np.nan)
+    heads = cols.num("llm_num_attention_heads") if "llm_num_attention_heads" in cols else unset
+    with np.errstate(divide="ignore", invalid="ignore"):
+        head_dim = _fill(cols.num("llm_head_dim") if "llm_head_dim" in cols else unset,
+                         np.floor(cols.num("llm_hidden_size") / heads))
+    return cols.num("llm_num_layers"), _fill(heads, 0.0), _fill(head_dim, 0.0)
+
+
 def _step_inputs(cols: _Columns) -> dict:
-    """What a decode step's terms are built from: parallelism, bytes per weight, the replica's bandwidth, and the
-    MoE layout (all experts' weights, experts per token)."""
+    """What a decode step's terms are built from: parallelism, bytes per weight, the replica's memory bandwidth
+    (`bandwidth`: bytes/s; `bandwidth_gb_s`), the GPU-to-GPU interconnect (where the spec does not give it, PCIe
+    Gen4 x16: physics.PCIE_GEN4_X16_GB_S) and the MoE layout (parameters, experts per token, experts)."""
     n_gpus = cols.num("n_gpus")
     tp = _fill(cols.num("tensor_parallel"), n_gpus) if "tensor_parallel" in cols else n_gpus
     pp = _fill(cols.num("pipeline_parallel"), 1.0) if "pipeline_parallel" in cols else 1.0
@@ -228,25 +262,24 @@ def _step_inputs(cols: _Columns) -> dict:
     total, active = cols.num("llm_total_params_b"), cols.num("llm_active_params_b")
     experts = cols.num("llm_num_experts") if "llm_num_experts" in cols else np.full(len(total), np.nan)
     top_k = cols.num("llm_experts_per_token") if "llm_experts_per_token" in cols else experts
-    moe = (total > active) & (experts > 1)
-    share = np.where(moe, top_k / experts, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        expert_params = np.where(moe, (total - active) / (1 - share), 0.0)  # all experts' weights (active = shared + share x these)
-    return {"tp": tp, "pp": pp, "weight_bytes": weight_bytes, "bandwidth": cols.num("gpu_memory_bandwidth_gb_s") * 1e9 * tp,
-            "total": total, "active": active, "expert_params": expert_params, "moe": moe, "top_k": top_k,
-            "experts": experts}
+    interconnect = cols.num("gpu_interconnect_bandwidth_gb_s") if "gpu_interconnect_bandwidth_gb_s" in cols \
+        else np.full(len(total), np.nan)
+    bandwidth_gb_s = cols.num("gpu_memory_bandwidth_gb_s")
+    return {"tp": tp, "pp": pp, "weight_bytes": weight_bytes, "bandwidth": bandwidth_gb_s * 1e9 * tp,
+            "bandwidth_gb_s": bandwidth_gb_s * tp, "interconnect_gb_s": _fill(interconnect, physics.PCIE_GEN4_X16_GB_S),
+            "total": total, "active": active, "top_k": top_k, "experts": experts}
 
 
 def _concurrency_features(cols: _Columns, concurrency: np.ndarray, step: dict) -> dict[str, np.ndarray]:
     """CONCURRENCY_FEATURES at `concurrency` requests in flight, from the decode step's other terms in `cols`."""
     c = np.asarray(concurrency, dtype=float)
     b = np.maximum(c, 1.0)
-    moe, total, expert_params = step["moe"], step["total"], step["expert_params"]
-    touched = physics.experts_touched_fraction(b, np.where(moe, step["top_k"], 1.0),
-                                               np.where(moe, step["experts"], 1.0))
-    weights = step["weight_bytes"] * 1e9 * (total - expert_params + expert_params * touched) / step["bandwidth"]
-    itl = weights + b * (cols.num("kv_step_per_sequence_s") + cols.num("compute_step_per_sequence_s")) \
-        + cols.num("fixed_step_s")
+    weights = physics.read_s(physics.weights_read_per_step_bytes(step["total"], step["active"], step["top_k"],
+                                                                 step["experts"], b, step["weight_bytes"]),
+                             step["bandwidth_gb_s"])
+    per_sequence = cols.num("kv_step_per_sequence_s") + cols.num("compute_step_per_sequence_s") \
+        + cols.num("comm_step_per_sequence_s")
+    itl = weights + b * per_sequence + cols.num("fixed_step_s")
     return {"weights_step_s": weights, "itl_physics_s": itl, "log_weights_step_s": np.log(np.maximum(weights, 1e-9)),
             "log_itl_physics_s": np.log(np.maximum(itl, 1e-9)), "log_batch": np.log(b),
             "concurrency_duty": np.minimum(c, 1.0),  # a Poisson load below one request in flight leaves the GPU idle
@@ -404,11 +437,11 @@ FEATURE_SETS: dict[str, dict[str, FeatureSet]] = {
 # concurrency are monotone: power and ITL never fall as requests in flight rise.
 WORKLOAD_CONTEXT = (  # independent of concurrency
     "log_total_params_b", "log_active_params_b", "active_share", "log_num_layers", "log_hidden_size",
-    "log_kv_step_per_sequence_s", "log_compute_step_per_sequence_s", "log_fixed_step_s", "log_tdp_w", "log_memory_gb",
-    "log_memory_bandwidth_gb_s", "log_fp16_tensor_tflops", "bandwidth_per_tdp_gb_s_w", "tflops_per_tdp_w", "is_gddr",
-    "gpu_release_year", "gpu_is_amd", "gpu_is_intel", "weights_memory_fraction_replica", "log_tensor_parallel",
-    "log_pipeline_parallel", "weight_bytes_per_param", "log_prompt_tokens", "prompt_unknown", "log_output_tokens",
-    "poisson_arrivals", "log_kv_fit_sequences",
+    "log_kv_step_per_sequence_s", "log_compute_step_per_sequence_s",
+    "log_fixed_step_s", "log_tdp_w", "log_memory_gb", "log_memory_bandwidth_gb_s", "log_fp16_tensor_tflops",
+    "bandwidth_per_tdp_gb_s_w", "tflops_per_tdp_w", "is_gddr", "gpu_release_year", "gpu_is_amd", "gpu_is_intel",
+    "weights_memory_fraction_replica", "log_tensor_parallel", "log_pipeline_parallel", "weight_bytes_per_param",
+    "log_prompt_tokens", "prompt_unknown", "log_output_tokens", "poisson_arrivals", "log_kv_fit_sequences",
     *(f"engine_{e}" for e in ENGINES), "engine_version_num",
 )
 WORKLOAD_POWER = FeatureSet("workload", numeric=("log_batch", "concurrency_duty", "busy_fraction", *WORKLOAD_CONTEXT),

@@ -43,6 +43,9 @@ GPU_SPEC: dict[str, Bounds] = {
     "process_nm": Bounds(1, 100),
     "l2_cache_mb": Bounds(0.1, 1024),
     "memory_bus_bits": Bounds(32, 16_384, integer=True),
+    # GPU-to-GPU bandwidth per GPU, both directions together (as NVIDIA quotes NVLink): NVLink / Infinity Fabric /
+    # the scale-up links where the GPU has them, else its PCIe link (a PCIe Gen3 x16 card: 32 GB/s)
+    "interconnect_bandwidth_gb_s": Bounds(8, 20_000),
 }
 GPU_SPEC_REQUIRED = ("tdp_w", "memory_gb", "memory_bandwidth_gb_s", "fp16_tensor_tflops", "release_year")
 GPU_SPEC_TEXT = ("memory_type", "architecture", "vendor", "form_factor")
@@ -60,18 +63,20 @@ LLM_CONFIG: dict[str, Bounds] = {
     "max_position_embeddings": Bounds(1, 100_000_000, integer=True),
     "num_experts": Bounds(1, 100_000, integer=True),
     "experts_per_token": Bounds(1, 100_000, integer=True),
-    "kv_layers": Bounds(1, 1000, integer=True),  # layers caching the whole context (sliding-window ones do not)
+    "kv_layers": Bounds(0, 1000, integer=True),  # layers caching the whole context (0: a window on every layer)
+    "sliding_window": Bounds(1, 100_000_000, integer=True),  # tokens a sliding-window layer caches (the other layers)
     "kv_values_per_layer": Bounds(1, 1_000_000, integer=True),  # cached values per token and layer (latent attention)
 }
 LLM_CONFIG_REQUIRED = ("total_params_b", "num_layers", "hidden_size")
 LLM_CONFIG_OPTIONAL = ("active_params_b", "num_attention_heads", "num_kv_heads", "head_dim", "intermediate_size",
-                       "vocab_size", "num_experts", "experts_per_token", "kv_layers", "kv_values_per_layer")
+                       "vocab_size", "num_experts", "experts_per_token", "kv_layers", "kv_values_per_layer",
+                       "sliding_window")
 LLM_CONFIG_TEXT = ("family", "weight_precision")
 
 # Spec fields that cannot exceed another: (lower, upper), checked on catalog entries and on requests alike.
 GPU_AT_MOST = (("base_clock_mhz", "boost_clock_mhz"),)
 LLM_AT_MOST = (("active_params_b", "total_params_b"), ("num_kv_heads", "num_attention_heads"),
-               ("experts_per_token", "num_experts"))
+               ("experts_per_token", "num_experts"), ("kv_layers", "num_layers"))
 
 WORKLOAD: dict[str, Bounds] = {
     "concurrency": Bounds(1e-3, 100_000),  # requests the engine runs at once (a closed batch)

@@ -8,7 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 BYTES_FP16 = 2  # bytes per weight or KV value at 16-bit precision
+BYTES_8BIT = 1  # bytes per weight or KV value at 8-bit precision (FP8, INT8)
 GIB = 2**30
+# vLLM's default gpu_memory_utilization: the share of each GPU's memory the engine takes for the weights, the
+# activations and the KV cache. Every memory rule (KV-cache fit, offline concurrency, the planner) uses this one.
+MEMORY_UTILIZATION = 0.9
 
 
 def kv_values_per_layer(num_kv_heads, head_dim):
@@ -16,9 +20,55 @@ def kv_values_per_layer(num_kv_heads, head_dim):
     return 2 * num_kv_heads * head_dim
 
 
+def kv_bytes_per_value(kv_cache_dtype: str | None = None) -> float:
+    """Bytes per cached K or V value: 1 where a run states an 8-bit KV cache (kv_cache_dtype fp8, fp8_e4m3,
+    fp8_e5m2, int8), else 2. The weights' precision does not set it: vLLM's default kv_cache_dtype `auto` keeps the
+    16-bit activation dtype under FP8 or 4-bit weights alike (no measured run states a quantised KV cache)."""
+    dtype = str(kv_cache_dtype or "auto").strip().lower()
+    return float(BYTES_8BIT if dtype.startswith("fp8") or dtype == "int8" else BYTES_FP16)
+
+
+def kv_cache_layout(num_layers, num_attention_heads, num_kv_heads=np.nan, head_dim=np.nan, hidden_size=np.nan,
+                    kv_layers=np.nan, values_per_layer=np.nan, sliding_window=np.nan):
+    """An LLM's KV cache from its config fields (NaN: not set), as (full_layers, sliding_layers, window_tokens,
+    values_per_layer), the inputs of kv_bytes_per_sequence. Scalars or arrays alike.
+
+    - values per layer: `values_per_layer` where set (the catalog's kv_values_per_layer; latent attention caches
+      one latent + rope key), else 2 x KV heads (else attention heads) x head dim (else hidden size // attention
+      heads); 0 if attention-free (no attention heads);
+    - full layers (every token cached): `kv_layers` where set, else every layer without a `sliding_window` and none
+      with one (a window on every layer, as Mistral-7B-v0.1);
+    - sliding layers (the last `window_tokens` cached): the other layers where a `sliding_window` is set, else none.
+    """
+    heads = np.asarray(num_attention_heads, dtype=float)
+    layers = np.asarray(num_layers, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dim = np.where(np.isnan(head_dim), np.floor(np.asarray(hidden_size, dtype=float) / heads), head_dim)
+    kv_heads = np.where(np.isnan(num_kv_heads), heads, num_kv_heads)
+    values = np.where(np.isnan(values_per_layer), kv_values_per_layer(kv_heads, dim), values_per_layer)
+    values = np.where(np.isnan(heads), 0.0, values)
+    window = np.asarray(sliding_window, dtype=float)
+    windowed = ~np.isnan(window)
+    full = np.where(np.isnan(kv_layers), np.where(windowed, 0.0, layers), kv_layers)
+    sliding = np.where(windowed, layers - full, 0.0)
+    return full, sliding, window, values
+
+
 def kv_bytes_per_token(kv_layers, values_per_layer, bytes_per_value: float = BYTES_FP16):
-    """KV cache per token: the cached values of every layer that caches the context, x bytes per value."""
+    """KV cache per token: layers caching the token x values per layer x bytes per value. With every attention
+    layer counted (full + sliding), the bytes per token of a context shorter than every sliding window."""
     return kv_layers * values_per_layer * bytes_per_value
+
+
+def kv_bytes_per_sequence(context_tokens, full_layers, sliding_layers, window_tokens, values_per_layer,
+                          bytes_per_value: float = BYTES_FP16):
+    """KV cache of one sequence at `context_tokens`: values per layer x bytes per value x (full layers x context +
+    sliding layers x min(context, window)). A full-attention layer caches every token of the context; a
+    sliding-window layer only the last `window_tokens` (NaN: no window, the whole context)."""
+    context = np.asarray(context_tokens, dtype=float)
+    window = np.asarray(window_tokens, dtype=float)
+    cached = np.minimum(context, np.where(np.isnan(window), np.inf, window))
+    return values_per_layer * bytes_per_value * (full_layers * context + sliding_layers * cached)
 
 
 def weights_gb(params_b, bytes_per_param: float = BYTES_FP16):
@@ -32,8 +82,9 @@ def weight_stream_s(params_b, bandwidth_gb_s):
 
 
 def compute_s(params_b, tflops):
-    """Time to compute one token at peak dense FP16 tensor throughput: 2 FLOPs x parameters / FLOP/s."""
-    return 2 * params_b * 1e9 / (tflops * 1e12)
+    """Time to compute one token through `params_b` (a token's active parameters) at peak dense FP16 tensor
+    throughput: 2 FLOPs x parameters / FLOP/s (linear_flops_per_token, compute_time_s; attention not counted)."""
+    return compute_time_s(linear_flops_per_token(params_b), tflops)
 
 
 def roofline_itl_s(params_b, bandwidth_gb_s, batch):
@@ -58,13 +109,14 @@ def energy_per_token_j(power_w_per_gpu, n_gpus, tokens_per_s):
     return power_w_per_gpu * n_gpus / tokens_per_s
 
 
-def kv_fit_sequences(memory_gb, n_gpus, weights_gb, kv_bytes_per_token, tokens_per_sequence,
-                     utilization: float = 0.9):
+def kv_fit_sequences(memory_gb, n_gpus, weights_gb, kv_bytes_per_sequence,
+                     utilization: float = MEMORY_UTILIZATION):
     """Sequences whose whole KV cache fits beside the weights in `utilization` of the replica's memory (vLLM's
-    gpu_memory_utilization): (utilization x memory x GPUs - weights) / (KV bytes per token x tokens per sequence).
-    At least 1 (a sequence that does not fit is swapped or preempted, not run zero at a time)."""
+    gpu_memory_utilization): (utilization x memory x GPUs - weights) / KV bytes of one sequence (its prompt and
+    answer, kv_bytes_per_sequence). At least 1 (a sequence that does not fit is swapped or preempted, not run zero at
+    a time)."""
     free_bytes = (utilization * np.asarray(memory_gb, dtype=float) * n_gpus - weights_gb) * 1e9
-    per_sequence = np.asarray(kv_bytes_per_token, dtype=float) * tokens_per_sequence
+    per_sequence = np.asarray(kv_bytes_per_sequence, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         fit = np.where(per_sequence > 0, free_bytes / per_sequence, np.inf)
     return np.maximum(fit, 1.0)
@@ -76,3 +128,162 @@ def experts_touched_fraction(concurrency, experts_per_token, num_experts):
     k, e = np.asarray(experts_per_token, dtype=float), np.asarray(num_experts, dtype=float)
     share = np.where((e > 1) & (k < e), k / e, 1.0)
     return 1.0 - (1.0 - share) ** np.maximum(np.asarray(concurrency, dtype=float), 1.0)
+
+
+# ------------------------------------------------------------------------------------------------- one decode step
+# A decode step of b sequences, each getting one token, takes about (features._workload_features builds the terms)
+#
+#     ITL(b) = T_weights(b) + b x (T_kv + T_compute + T_comm) + T_fixed
+#
+# T_weights: weights_read_per_step_bytes / the tensor-parallel GPUs' memory bandwidth (read_s); T_kv: one sequence's
+# KV cache read; T_compute: flops_per_generated_token at the tensor-parallel GPUs' peak (compute_time_s); T_comm:
+# tensor_parallel_bytes_per_token over the interconnect (interconnect_s); T_fixed: fixed_step_s. Left out, stated:
+# the per-all-reduce latency under tensor parallelism (NCCL's model of it changes between releases and vLLM's custom
+# all-reduce bypasses it: the fixed term's learned weight, which depends on the tensor-parallel degree, carries it)
+# and the hand-off of one token's activations between pipeline stages (hidden x 2 bytes per stage: negligible).
+
+FIXED_STEP_S_PER_LAYER = 1e-5  # a scale for per-layer kernel launches and scheduling (the models learn the factor)
+# Megatron-LM tensor parallelism (Shoeybi et al. 2019, arXiv:1909.08053, section 3, figure 3): each transformer layer
+# splits its attention and its MLP over the GPUs and sums their partial outputs with one all-reduce each.
+ALLREDUCES_PER_LAYER = 2
+# The GPU-to-GPU link assumed where a GPU's interconnect bandwidth is not given: PCIe Gen4 x16, 16 GT/s x 16 lanes
+# x 128b/130b / 8 = 31.5 GB/s each way, 64 GB/s both ways as NVIDIA's datasheets quote it ("PCIe Gen4: 64GB/s",
+# https://www.nvidia.com/en-us/data-center/a100/). Catalog figures follow the same convention (total, both ways).
+PCIE_GEN4_X16_GB_S = 64.0
+
+
+def read_s(bytes_, bandwidth_gb_s):
+    """Time to read `bytes_` from memory at `bandwidth_gb_s` (1e9 bytes/s): bytes / (GB/s x 1e9)."""
+    return bytes_ / (bandwidth_gb_s * 1e9)
+
+
+def moe_expert_params_b(total_params_b, active_params_b, experts_per_token, num_experts):
+    """All routed experts' parameters X (billions) of a mixture of experts. A token reads the shared weights S and k of
+    the E experts: active = S + (k/E) X and total = S + X, so X = (total - active) / (1 - k/E). 0 for a dense model
+    (active = total, or E <= 1 or unknown)."""
+    total, active = np.asarray(total_params_b, dtype=float), np.asarray(active_params_b, dtype=float)
+    k, e = np.asarray(experts_per_token, dtype=float), np.asarray(num_experts, dtype=float)
+    moe = (total > active) & (e > 1)
+    share = np.where(moe, k / np.where(moe, e, 1.0), 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(moe, (total - active) / (1 - share), 0.0)
+
+
+def weights_read_per_step_bytes(total_params_b, active_params_b, experts_per_token, num_experts, concurrency,
+                                bytes_per_param=BYTES_FP16):
+    """Bytes of weights one decode step of `concurrency` sequences reads: every weight once for a dense model,
+    bytes per param x 1e9 x total; for a mixture of experts the shared weights and the share of the experts' X
+    (moe_expert_params_b) that the step's sequences touch (experts_touched_fraction):
+    bytes per param x 1e9 x (total - X + X x touched)."""
+    total = np.asarray(total_params_b, dtype=float)
+    experts = moe_expert_params_b(total, active_params_b, experts_per_token, num_experts)
+    moe = experts > 0
+    touched = experts_touched_fraction(concurrency, np.where(moe, experts_per_token, 1.0),
+                                       np.where(moe, num_experts, 1.0))
+    return bytes_per_param * 1e9 * (total - experts + experts * touched)
+
+
+def linear_flops_per_token(active_params_b):
+    """FLOPs of one token through the weights it reads: a multiply and an add per active parameter,
+    2 x active params (billions) x 1e9."""
+    return 2 * active_params_b * 1e9
+
+
+def attention_flops_per_token(attention_layers, num_attention_heads, head_dim, context_tokens):
+    """FLOPs of one token's attention over `context_tokens` tokens: per layer and head, QK^T (2 x head_dim x context)
+    and attention x V (the same), 2 x 2 x heads x head_dim x context x layers. Every layer is counted at the whole
+    context (a sliding-window layer, which attends to fewer tokens once the context outgrows its window, is
+    overcounted); 0 for an attention-free LLM (give 0 heads)."""
+    return 2 * 2 * num_attention_heads * head_dim * context_tokens * attention_layers
+
+
+def decode_context_tokens(prompt_tokens, output_tokens):
+    """Mean context a generated token attends to: the prompt and, on average over the answer, half of it."""
+    return prompt_tokens + output_tokens / 2
+
+
+def flops_per_generated_token(active_params_b, attention_layers, num_attention_heads, head_dim, prompt_tokens,
+                              output_tokens):
+    """FLOPs per generated token, with its share of the prompt's prefill (P prompt, A output tokens):
+
+        linear + attention(P + A/2) + P x (linear + attention(P/2)) / A
+
+    linear = linear_flops_per_token(active), attention(c) = attention_flops_per_token(..., c): a generated token
+    attends to decode_context_tokens on average; a prompt token (causal) to the P/2 tokens before it on average."""
+    linear = linear_flops_per_token(active_params_b)
+    decode = linear + attention_flops_per_token(attention_layers, num_attention_heads, head_dim,
+                                                decode_context_tokens(prompt_tokens, output_tokens))
+    prefill = prompt_tokens * (linear + attention_flops_per_token(attention_layers, num_attention_heads, head_dim,
+                                                                   prompt_tokens / 2))
+    return decode + prefill / output_tokens
+
+
+def compute_time_s(flops, tflops):
+    """Time to compute `flops` at `tflops` (1e12 FLOP/s; the peak dense FP16 tensor throughput of the GPUs doing it)."""
+    return flops / (tflops * 1e12)
+
+
+def ring_allreduce_bytes_per_gpu(message_bytes, ranks):
+    """Bytes each GPU sends (and receives at the same time) in a ring all-reduce of `message_bytes` over `ranks`
+    GPUs: a reduce-scatter and an all-gather, (t - 1)/t of the message each, 2 (t - 1)/t x message; 0 on one GPU
+    (Patarasuk & Yuan 2009; the "bus bandwidth" of NCCL's tests, nccl-tests doc/PERFORMANCE.md)."""
+    t = np.asarray(ranks, dtype=float)
+    return 2 * (t - 1) / t * message_bytes
+
+
+def tensor_parallel_bytes_per_token(num_layers, hidden_size, tensor_parallel, bytes_per_value=BYTES_FP16):
+    """Bytes each GPU sends per generated token under tensor parallelism t: ALLREDUCES_PER_LAYER all-reduces per
+    layer of the token's activations (hidden x 16-bit values), layers x 2 x 2 (t - 1)/t x hidden x 2 bytes; 0 when
+    t = 1. With b sequences in a step each all-reduce carries b tokens, so per sequence this is the same."""
+    return num_layers * ALLREDUCES_PER_LAYER * ring_allreduce_bytes_per_gpu(hidden_size * bytes_per_value,
+                                                                            tensor_parallel)
+
+
+def interconnect_s(bytes_per_gpu, interconnect_bandwidth_gb_s):
+    """Time for each GPU to send `bytes_per_gpu` over its GPU-to-GPU link while receiving as much. The bandwidth is
+    the total of both directions (NVIDIA's NVLink convention, the catalog's interconnect_bandwidth_gb_s), and a ring
+    sends one way while it receives the other, so bytes move at half of it: bytes / (bandwidth / 2 x 1e9)."""
+    return bytes_per_gpu / (interconnect_bandwidth_gb_s / 2 * 1e9)
+
+
+def fixed_step_s(num_layers):
+    """Per-step kernel launches and scheduling: FIXED_STEP_S_PER_LAYER x layers. A token passes through every layer
+    once however many pipeline stages hold them (each stage holds layers / stages), so stages do not multiply it."""
+    return FIXED_STEP_S_PER_LAYER * num_layers
+
+
+def pipeline_stage_s(num_layers, pipeline_parallel):
+    """Per decode step, what each pipeline stage beyond the first adds: the hand-off of the activations to the next
+    GPU and the synchronisation of that stage's scheduler (vLLM 0.5 - 0.6 run their stages as Ray workers). Its size
+    is on no spec sheet; it is taken as one pass of kernel launches over the layers per extra stage,
+    FIXED_STEP_S_PER_LAYER x layers x (stages - 1), the scale LLM-Inference-Bench's pipeline-parallel runs support
+    (the step-time model learns its factor). 0 without pipeline parallelism."""
+    return FIXED_STEP_S_PER_LAYER * num_layers * (np.asarray(pipeline_parallel, dtype=float) - 1)
+
+
+def busy_fraction(concurrency, poisson):
+    """Share of the time the GPU decodes: a closed batch (`poisson` False) always has a sequence running, 1; under
+    Poisson arrivals with mean requests in flight C the count in flight is Poisson, so P(at least one) = 1 - e^-C."""
+    c = np.maximum(np.asarray(concurrency, dtype=float), 0.0)
+    return np.where(np.asarray(poisson, dtype=bool), 1.0 - np.exp(-c), 1.0)
+
+
+def step_utilisation(memory_s, compute_s, step_s):
+    """How hard a decode step drives the GPU: (share of peak memory bandwidth, share of peak FLOP/s) over a step
+    that takes `step_s`, from the time its bytes (`memory_s`) and FLOPs (`compute_s`) would take at peak. Each at
+    most 1: a step cannot move bytes or FLOPs faster than the spec sheet's peak."""
+    step_s = np.asarray(step_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (np.clip(np.asarray(memory_s, dtype=float) / step_s, 0.0, 1.0),
+                np.clip(np.asarray(compute_s, dtype=float) / step_s, 0.0, 1.0))
+
+
+def step_power_tdp_share(idle_share, memory_share, compute_share, busy, memory_utilisation, compute_utilisation):
+    """Mean power per GPU as a share of TDP while decoding: idle + busy x (energy of the bytes moved + of the FLOPs
+    done per step) / step time. With energy per byte and per FLOP constant, the dynamic power is proportional to
+    the achieved rates, i.e. to the utilisations: idle + busy x (memory share x u_mem + compute share x u_flops),
+    where the shares are the power at full bandwidth and at full FLOP/s above idle (as TDP shares). A faster step
+    at the same work raises both utilisations, so it draws more watts. Bounded by [idle, 1]: never below idle,
+    never above the power limit."""
+    dynamic = np.asarray(busy, dtype=float) * (memory_share * memory_utilisation + compute_share * compute_utilisation)
+    return np.clip(idle_share + dynamic, idle_share, 1.0)

@@ -3,7 +3,9 @@ LLM by catalog name or by their own specs) into canonical rows, ready for `featu
 every request: CLI, batch CSV, the planner and HTTP.
 
 A request is a mapping (one row of a frame) with:
-- `gpu`: a catalog name or alias, or else the GPU's spec fields `gpu_<field>` (fields.GPU_SPEC_REQUIRED at least);
+- `gpu`: a catalog name or alias, or else the GPU's spec fields `gpu_<field>` (fields.GPU_SPEC_REQUIRED at least;
+  the others are optional: `gpu_interconnect_bandwidth_gb_s`, GPU-to-GPU bandwidth both ways, left out is read as
+  a PCIe Gen4 x16 link, physics.PCIE_GEN4_X16_GB_S = 64 GB/s, by the tensor-parallel all-reduce term);
 - `llm`: a catalog name or alias, or else the LLM's config fields `llm_<field>` (fields.LLM_CONFIG_REQUIRED at least);
 - the load, one of: `concurrency` (requests the engine runs at once), `request_rate_per_s` (Poisson arrivals, with
   `scenario` absent or `server`), or a preset `scenario`: offline | server_low | server_high;
@@ -43,7 +45,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from wattgpu import fields, physics
 from wattgpu.errors import UnknownNameError, WattgpuError, shown
-from wattgpu.features import GPU_FIELDS, LLM_FIELDS, kv_bytes_per_token
+from wattgpu.features import GPU_FIELDS, LLM_FIELDS, kv_bytes_per_sequence
 from wattgpu.workload import (
     DEFAULT_ENGINE,
     DEFAULT_ENGINE_VERSION,
@@ -452,8 +454,8 @@ def _offline_concurrency(out: dict[str, np.ndarray]) -> None:
     llm = pd.DataFrame({f"llm_{f}": out[f"llm_{f}"][at] for f in LLM_FIELDS})
     bytes_per_param = np.array([PRECISION_BYTES[p] for p in out["precision"][at]])
     weights = physics.weights_gb(out["llm_total_params_b"][at], bytes_per_param)
-    inputs = (out["gpu_memory_gb"][at], out["n_gpus"][at], np.asarray(weights, float),
-              kv_bytes_per_token(llm).to_numpy(float), out["prompt_tokens_mean"][at] + out["output_tokens_mean"][at],
+    kv = kv_bytes_per_sequence(llm, out["prompt_tokens_mean"][at] + out["output_tokens_mean"][at])  # the whole request
+    inputs = (out["gpu_memory_gb"][at], out["n_gpus"][at], np.asarray(weights, float), kv.to_numpy(float),
               out["gpu"][at], out["engine_version"][at])
     codes, _ = pd.factorize(pd.Series(list(zip(*inputs))))
     first = np.unique(codes, return_index=True)[1]

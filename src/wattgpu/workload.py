@@ -40,9 +40,9 @@ RUN_KINDS = ("offline", "server", "fixed_concurrency", "static_batch")
 # The engine a request runs on unless it names one: Watt Counts' (the newest measured), so the presets are its runs.
 DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION = "vllm", "0.14.1"
 ENGINES = ("vllm", "tensorrt-llm", "deepspeed-mii", "deepspeed", "llama.cpp", "hf-transformers")
-# Bytes per weight at each precision (KV cache stays 16-bit: none of the measured runs quantised it).
-PRECISION_BYTES = {"bf16": 2.0, "fp16": 2.0, "16bit": 2.0, "fp8": 1.0, "int8": 1.0, "mxfp4": 4.25 / 8, "int4": 0.5}
-VLLM_MEMORY_UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization
+# Bytes per weight at each precision (the KV cache's bytes per value: physics.kv_bytes_per_value).
+PRECISION_BYTES = {**dict.fromkeys(("bf16", "fp16", "16bit"), float(physics.BYTES_FP16)),
+                   **dict.fromkeys(("fp8", "int8"), float(physics.BYTES_8BIT)), "mxfp4": 4.25 / 8, "int4": 0.5}
 
 
 @functools.lru_cache(maxsize=1024)  # a pure function of a short text, called per request row
@@ -61,11 +61,45 @@ def version_number(version: str) -> float:
     return float(numbers[0] * 10**4 + numbers[1] * 100 + numbers[2])
 
 
+# Engine generations: releases that changed how an engine schedules and runs a decode step, in release order, each
+# (first version, name). A version belongs to the last generation whose first version it reaches; an engine not
+# listed has one generation. The generation, not the version number, is what the models learn: a version number
+# would interpolate between the labs that happened to measure each release, and a release newer than every measured
+# one is answered as the newest generation measured (estimator.TargetRegressor), flagged (modeling.coverage).
+ENGINE_GENERATIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    # V1 engine on by default from 0.8.0: https://github.com/vllm-project/vllm/releases/tag/v0.8.0
+    "vllm": (("0", "V0 engine"), ("0.8.0", "V1 engine")),
+    # PyTorch backend the LLM API's default from 1.0: https://github.com/NVIDIA/TensorRT-LLM/releases/tag/v1.0.0
+    "tensorrt-llm": (("0", "TensorRT engine"), ("1.0.0", "PyTorch backend")),
+}
+
+
+@functools.lru_cache(maxsize=1024)
+def engine_generation(engine: str, version: str) -> float:
+    """The index of `version`'s generation in ENGINE_GENERATIONS[engine] (0 for an engine with one generation). An
+    unstated version counts as the first generation: the measured runs that leave it unstated (LLM-Inference-Bench's
+    vLLM on A100 and H100, published 2024) predate every later generation, and a request naming no version of the
+    default engine gets DEFAULT_ENGINE_VERSION (request.validate)."""
+    generations = ENGINE_GENERATIONS.get(str(engine))
+    number = version_number(version)
+    if generations is None or math.isnan(number):
+        return 0.0
+    return float(sum(number >= version_number(first) for first, _ in generations[1:]))
+
+
+def generation_name(engine: str, generation: float) -> str:
+    """'V1 engine' for ('vllm', 1); '' for an engine with one generation or no generation."""
+    generations = ENGINE_GENERATIONS.get(str(engine))
+    if generations is None or not math.isfinite(generation):
+        return ""
+    return generations[int(min(max(generation, 0), len(generations) - 1))][1]
+
+
 @functools.lru_cache(maxsize=4096)
 def vllm_default_max_num_seqs(memory_gb: float, gpu_name: str, engine_version: str) -> int:
     """vLLM's default max_num_seqs for its offline `LLM` class: from the V1 engine (0.9) on, 1024 on GPUs with at
     least 70 GiB that are not an A100 (EngineArgs.get_batch_defaults), else 256."""
-    big = memory_gb * 1e9 >= 70 * 2**30 and "a100" not in gpu_name.lower()
+    big = memory_gb * 1e9 >= 70 * physics.GIB and "a100" not in gpu_name.lower()
     return 1024 if big and version_number(engine_version) >= version_number("0.9") else OFFLINE_MAX_NUM_SEQS
 
 
@@ -121,14 +155,14 @@ def preset_variants(request: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{**request, "scenario": s} for s in PRESETS]
 
 
-def offline_concurrency(memory_gb, n_gpus, weights_gb, kv_bytes_per_token, tokens_per_request, gpu_names,
-                        engine_versions, requests=OFFLINE_REQUESTS):
+def offline_concurrency(memory_gb, n_gpus, weights_gb, kv_bytes_per_sequence, gpu_names, engine_versions,
+                        requests=OFFLINE_REQUESTS):
     """Requests an offline run (every request submitted at once) holds in flight: vLLM's default max_num_seqs, the
-    requests submitted, or the sequences whose KV cache fits in 90 % of the memory beside the weights, whichever is
-    fewest. Elementwise over arrays; derived, so labelled so wherever it is stored."""
+    requests submitted, or the sequences whose KV cache (`kv_bytes_per_sequence`: prompt + answer) fits beside the
+    weights in vLLM's share of the memory (physics.kv_fit_sequences), whichever is fewest. Elementwise over arrays;
+    derived, so labelled so wherever it is stored."""
     cap = np.array([vllm_default_max_num_seqs(float(m), str(g), str(v))
                     for m, g, v in zip(np.ravel(memory_gb), np.ravel(gpu_names), np.ravel(engine_versions))],
                    dtype=float).reshape(np.shape(memory_gb))
-    fit = physics.kv_fit_sequences(memory_gb, n_gpus, weights_gb, kv_bytes_per_token, tokens_per_request,
-                                   VLLM_MEMORY_UTILIZATION)
+    fit = physics.kv_fit_sequences(memory_gb, n_gpus, weights_gb, kv_bytes_per_sequence)
     return np.minimum(np.minimum(cap, requests), fit)

@@ -232,9 +232,10 @@ def test_real_catalog_covers_every_dataset_llm(real_catalog):
     # published total / active (B); KV bytes per token at 16 bits
     ("Qwen--Qwen3-30B-A3B", 30.5, 3.3, 2 * 48 * 4 * 128 * 2, "bf16"),
     ("Qwen--Qwen3-235B-A22B", 235, 22, 2 * 94 * 4 * 128 * 2, "bf16"),
-    # gpt-oss: only the full-attention half of the layers caches the context (the rest slide over 128 tokens);
-    # OpenAI's active count leaves the input embedding out, ours keeps it (+11 %), as for every other model
-    ("openai--gpt-oss-120b", 116.83, 5.13 * 1.113, 18 * 2 * 8 * 64 * 2, "mxfp4"),
+    # gpt-oss: per token below its 128-token window every layer caches the token (beyond it the sliding half caps
+    # at the window: test_physics); OpenAI's active count leaves the input embedding out, ours keeps it (+11 %), as
+    # for every other model
+    ("openai--gpt-oss-120b", 116.83, 5.13 * 1.113, 36 * 2 * 8 * 64 * 2, "mxfp4"),
     # DeepSeek-V3: latent attention caches kv_lora_rank + rope dims per layer, not 2 x heads x head dim
     ("deepseek-ai--DeepSeek-V3", 671, 37, 61 * (512 + 64) * 2, "fp8"),
 ])

@@ -26,11 +26,11 @@ class FakeCatalog:
 
 
 GPUS = FakeCatalog({"GPU-A": SimpleNamespace(tdp_w=300.0, memory_bandwidth_gb_s=1000.0, memory_gb=40.0)})
-KV = lambda: 100_000.0  # noqa: E731 (FIXTURE: KV-cache bytes per token)
+KV = lambda tokens, bytes_per_value=2: 100_000.0 * tokens  # noqa: E731 (FIXTURE: 100 kB of KV cache per token)
 LLMS = FakeCatalog({"llm-a": SimpleNamespace(is_moe=False, active_params_b=1.0, total_params_b=1.0,
-                                             kv_cache_bytes_per_token=KV),
+                                             kv_cache_bytes_per_sequence=KV),
                     "moe-b": SimpleNamespace(is_moe=True, active_params_b=1.0, total_params_b=4.0,
-                                             kv_cache_bytes_per_token=KV)})
+                                             kv_cache_bytes_per_sequence=KV)})
 
 
 def fixture_row(**overrides):

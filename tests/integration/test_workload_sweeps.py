@@ -131,4 +131,4 @@ def test_a_planner_question_about_a_pair_never_measured_together(pipeline, tmp_p
     assert p["energy_per_token_j"] == pytest.approx(p["power_w"] * 4 / p["system_tokens_per_s"], rel=1e-6)
     newer = CliRunner().invoke(app, ["predict", "--gpu", "H100 80GB HBM3", "--llm", llm, "--concurrency", "64",
                                      "--gpus-per-replica", "4", "--engine-version", "0.20", "--json"])
-    assert any("engine version 0.20.0 > 0.14.1 measured" in n for n in json.loads(newer.stdout)["extrapolation"])
+    assert "vllm 0.20.0 > 0.14.1 measured: answered as V1 engine" in json.loads(newer.stdout)["extrapolation"]

@@ -47,6 +47,10 @@ class GpuSpec(BaseModel):
     transistors_m: float | None = GPU_SPEC["transistors_m"].field(default=None)
     process_nm: float | None = GPU_SPEC["process_nm"].field(default=None)
     l2_cache_mb: float | None = GPU_SPEC["l2_cache_mb"].field(default=None)
+    # GPU-to-GPU bandwidth per GPU, both directions together (NVIDIA's NVLink convention): the vendor's headline
+    # NVLink / Infinity Fabric / scale-up figure, else the PCIe link. Every catalogued GPU gives it (with its source);
+    # None only for a spec that does not, which the features read as PCIe Gen4 x16 (physics.PCIE_GEN4_X16_GB_S).
+    interconnect_bandwidth_gb_s: float | None = GPU_SPEC["interconnect_bandwidth_gb_s"].field(default=None)
     form_factor: FormFactor
     aliases: tuple[str, ...] = Field(default=(), strict=False)
     source_urls: tuple[str, ...] = Field(min_length=1, strict=False)
@@ -142,6 +146,7 @@ def _parse_text(text: str, source: str) -> GpuCatalog:
 _HEADER = (
     "# GPU catalog: one entry per GPU variant, from public spec sheets (see source_urls of each entry).\n"
     "# Units are in field names. fp16_tensor_tflops is DENSE FP16/BF16 matrix throughput (no sparsity).\n"
+    "# interconnect_bandwidth_gb_s: GPU-to-GPU bandwidth per GPU, both directions together (NVLink's convention).\n"
     "# Validated by wattgpu.catalogs.gpus.GpuSpec; null only where a field is optional.\n"
 )
 

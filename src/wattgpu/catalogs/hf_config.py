@@ -96,7 +96,8 @@ class Architecture:
     mlp_matrices: int | None = None  # 3 gated (gate, up, down), 2 plain (up, down), None: no rule known
     moe_layers: int | None = None  # layers with experts (None: every layer after the dense prefix)
     mla: tuple[int | None, int, int, int, int] | None = None  # q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head_dim
-    kv_layers: int | None = None  # layers whose KV cache grows with the context (the rest slide over a window)
+    kv_layers: int | None = None  # layers whose KV cache grows with the context (None: every layer, no window)
+    sliding_window: int | None = None  # tokens the other layers cache (None: no sliding-window layer)
     weight_precision: str = "bf16"  # from quantization_config, else the checkpoint dtype
 
     @property
@@ -225,7 +226,7 @@ def architecture_from_config(key: str, config: Mapping[str, Any]) -> Architectur
     dense_layers = _optional_named(key, config, "first_k_dense_replace") or 0
     moe_layers = _moe_layers(key, config, layers, dense_layers) if experts and experts > 1 else None
     mla = _mla(key, config) if present(config.get("kv_lora_rank")) else None
-    kv_layers = _full_attention_layers(key, config, layers)
+    kv_layers, window = _attention_window(key, config, family, layers)
     quant = config.get("quantization_config")
     if isinstance(quant, str) and quant.strip().startswith("{"):
         try:
@@ -244,7 +245,7 @@ def architecture_from_config(key: str, config: Mapping[str, Any]) -> Architectur
         num_experts=experts, experts_per_token=top_k, expert_intermediate_size=moe_inter if experts else None,
         shared_expert_intermediate_size=shared if experts else 0, dense_layers=dense_layers if experts else 0,
         kv_heads_per_layer=kv_per_layer, encoder_layers=encoder_layers, mlp_matrices=_mlp_matrices(family, config),
-        moe_layers=moe_layers, mla=mla, kv_layers=kv_layers, weight_precision=precision,
+        moe_layers=moe_layers, mla=mla, kv_layers=kv_layers, sliding_window=window, weight_precision=precision,
     )
 
 
@@ -284,15 +285,46 @@ def _list(key: str, config: Mapping[str, Any], name: str) -> list | None:
     return list(value)
 
 
-def _full_attention_layers(key: str, config: Mapping[str, Any], layers: int) -> int | None:
-    """Layers with full attention where `layer_types` names them (gpt-oss): a sliding-window layer caches at most
-    its window, so its KV cache does not grow with the context."""
+# model_type -> which layers slide where the config gives a window but no `layer_types`
+ALTERNATING_WINDOW = frozenset({"gemma2"})  # layers 0, 2, 4, ... slide, the others attend to the whole context
+WINDOW_FROM_MAX_WINDOW_LAYERS = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})  # layers >= max_window_layers
+
+
+def _attention_window(key: str, config: Mapping[str, Any], family: str, layers: int) -> tuple[int | None, int | None]:
+    """(full-attention layers, sliding window in tokens): a sliding-window layer caches only the last `window`
+    tokens, a full-attention layer the whole context. (None, None): every layer attends to the whole context.
+
+    The window is `sliding_window` (null or `use_sliding_window: false`, as in Qwen2 / Qwen3: none). The layers it
+    applies to: those `layer_types` names sliding (gpt-oss, Gemma 3 and newer configs); else, by model type, every
+    other layer from the first (Gemma 2: transformers' Gemma2 alternates sliding and global layers), every layer
+    but each `sliding_window_pattern`-th (Gemma 3), the layers from `max_window_layers` on (Qwen2 with
+    use_sliding_window); else every layer (Mistral-7B-v0.1, Starcoder2, Phi-3)."""
     types = _list(key, config, "layer_types")
-    if types is None:
-        return None
-    if len(types) != layers:
+    if types is not None and len(types) != layers:
         raise CatalogError(key, "layer_types", f"expected one entry per layer ({layers})")
-    return sum(1 for t in types if "sliding" not in str(t))
+    named_sliding = None if types is None else sum(1 for t in types if "sliding" in str(t))
+    window = config.get("sliding_window")
+    if present(config.get("use_sliding_window")) and not _as_bool(config["use_sliding_window"]):
+        window = None
+    if not present(window):
+        if named_sliding:
+            raise CatalogError(key, "sliding_window", "missing: layer_types names sliding-window layers")
+        return None, None
+    bounds = LLM_CONFIG["sliding_window"]
+    window = _as_int(key, "sliding_window", window, bounds.lo, bounds.hi)
+    pattern = _optional_named(key, config, "sliding_window_pattern")
+    max_window_layers = _optional_named(key, config, "max_window_layers")
+    if named_sliding is not None:
+        sliding = named_sliding
+    elif family in ALTERNATING_WINDOW:
+        sliding = (layers + 1) // 2
+    elif pattern:
+        sliding = layers - layers // pattern
+    elif family in WINDOW_FROM_MAX_WINDOW_LAYERS and max_window_layers is not None:
+        sliding = max(layers - max_window_layers, 0)
+    else:
+        sliding = layers
+    return (None, None) if sliding == 0 else (layers - sliding, window)
 
 
 def _mlp_matrices(family: str, config: Mapping[str, Any]) -> int | None:

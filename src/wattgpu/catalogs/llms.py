@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -69,7 +70,11 @@ class LlmSpec(BaseModel):
     experts_per_token: int | None = LLM_CONFIG["experts_per_token"].field()
     dtype: str = Field(min_length=1)  # torch_dtype of the checkpoint; "unspecified" where the config has none
     weight_precision: str = "bf16"  # how the published weights are stored (quantization_config, else dtype)
-    kv_layers: int | None = LLM_CONFIG["kv_layers"].field(default=None)  # None: every layer caches the context
+    # Layers caching the whole context (None: every layer without a sliding window, none with one); the other layers
+    # cache the last `sliding_window` tokens (None: no sliding-window layer; a catalog written before the window was
+    # recorded lacks the column, and keeps its old meaning: only the kv_layers cache anything).
+    kv_layers: int | None = LLM_CONFIG["kv_layers"].field(default=None)
+    sliding_window: int | None = LLM_CONFIG["sliding_window"].field(default=None)
     kv_values_per_layer: int | None = LLM_CONFIG["kv_values_per_layer"].field(default=None)  # None: 2 x kv heads x head dim
     params_source: Literal["published", "computed", "table"]
     computed_params_b: float | None = LLM_CONFIG["total_params_b"].field()  # from the config; None where not computable
@@ -103,18 +108,30 @@ class LlmSpec(BaseModel):
             return None
         return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
 
+    def kv_cache_layout(self) -> tuple[float, float, float, float]:
+        """(full layers, sliding-window layers, window tokens or NaN, values per layer): physics.kv_cache_layout."""
+        def num(v):
+            return np.nan if v is None else float(v)
+
+        return tuple(float(x) for x in physics.kv_cache_layout(
+            self.num_layers, num(self.num_attention_heads), num(self.num_kv_heads), num(self.head_dim),
+            self.hidden_size, num(self.kv_layers), num(self.kv_values_per_layer), num(self.sliding_window)))
+
     def kv_cache_bytes_per_token(self, bytes_per_value: float = physics.BYTES_FP16) -> float:
-        """KV cache per token: 2 (K and V) x layers x kv_heads x head_dim x bytes; 0 if attention-free.
+        """KV cache per token of a context shorter than every sliding window: every attention layer (full and
+        sliding) x 2 (K and V) x kv_heads x head_dim (or the latent) x bytes; 0 if attention-free. Longer contexts:
+        kv_cache_bytes_per_sequence.
 
         For hybrids (nemotron_h) every layer is counted, so this is an upper bound.
         """
-        if self.num_attention_heads is None or self.num_kv_heads is None:
-            return 0.0
-        layers = self.kv_layers if self.kv_layers is not None else self.num_layers
-        values = self.kv_values_per_layer  # latent attention caches one latent (+ rope key) per layer
-        if values is None:
-            values = physics.kv_values_per_layer(self.num_kv_heads, self.resolved_head_dim)
-        return float(physics.kv_bytes_per_token(layers, values, bytes_per_value))
+        full, sliding, _, values = self.kv_cache_layout()
+        return float(physics.kv_bytes_per_token(full + sliding, values, bytes_per_value))
+
+    def kv_cache_bytes_per_sequence(self, context_tokens: float,
+                                    bytes_per_value: float = physics.BYTES_FP16) -> float:
+        """KV cache of one sequence at `context_tokens`, sliding-window layers capped at their window
+        (physics.kv_bytes_per_sequence); 0 if attention-free."""
+        return float(physics.kv_bytes_per_sequence(context_tokens, *self.kv_cache_layout(), bytes_per_value))
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any], entry: str) -> LlmSpec:
@@ -176,6 +193,7 @@ def _spec_fields(arch: Architecture) -> dict[str, Any]:
         "family": arch.family, "is_moe": arch.is_moe, "num_experts": arch.num_experts,
         "experts_per_token": arch.experts_per_token, "dtype": arch.dtype, "weight_precision": arch.weight_precision,
         "kv_layers": arch.kv_layers, "kv_values_per_layer": arch.kv_values_per_layer,
+        "sliding_window": arch.sliding_window,
     }
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 SELECTION = "nested_selection"  # the nested algorithm selection (the default algorithm unless beaten by > 1 SE)
 PLAIN_SELECTION = "plain_selection"  # the same outcomes, lowest inner score wins (no default algorithm)
 REPLICA = "paper_replica"
-BASELINES = ("tdp", "load_scaled_tdp", "roofline")
+BASELINES = ("tdp", "tdp90", "load_scaled_tdp", "roofline")
 STATS = ("mdape", "gpu_tau", "pearson_r")  # per (target, regime, model, scenario)
 
 

@@ -22,6 +22,7 @@ from xgboost import XGBRegressor
 
 from wattgpu.features import FEATURE_SETS, FeatureSet
 from wattgpu.modeling.estimator import TargetRegressor
+from wattgpu.modeling.steppower import StepPowerRegressor
 from wattgpu.modeling.steptime import StepTimeRegressor
 from wattgpu.modeling.targets import TARGETS, physics_target
 from wattgpu.modeling.trendboost import TrendBoost
@@ -71,6 +72,20 @@ def _workload(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
                       monotone=tuple(features.monotone_signs), **hp, random_state=seed, n_jobs=n_jobs)
 
 
+def _steppower(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
+    """Power from the decode step's work over the step time its own step-time model predicts (modeling.steppower);
+    `itl_alpha` sets that model's ridge penalty, the rest of its settings are the `workload` ITL candidate's first
+    trial (ITL_SETTINGS)."""
+    hp = dict(hp)
+    itl = {**ITL_SETTINGS, "alpha": hp.pop("itl_alpha", ITL_SETTINGS["alpha"])}
+    return StepPowerRegressor(itl, **hp, random_state=seed, n_jobs=n_jobs)
+
+
+# the step-time model inside `steppower` (params.yaml search.algorithms.workload.first_trials[0], ITL's settings)
+ITL_SETTINGS = {"alpha": 100, "n_estimators": 200, "learning_rate": 0.05, "num_leaves": 15, "min_child_samples": 20,
+                "reg_lambda": 1.0, "colsample_bytree": 1.0}
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """How to build one candidate: its regressor, whether inputs are standardised, which target encoding."""
@@ -78,6 +93,7 @@ class Algorithm:
     build: Callable[[dict, FeatureSet, int, int], Any]
     scale: bool = False
     physics_target: bool = False  # learn a correction to the physical estimate (targets.PhysicsTarget)
+    whole_rows: bool = False  # the build is the estimator itself (rows in, natural units out), not a regressor
 
 
 ALGORITHMS: dict[str, Algorithm] = {
@@ -88,6 +104,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "knn": Algorithm(_knn, scale=True),
     "physics": Algorithm(_physics, physics_target=True),
     "workload": Algorithm(_workload),
+    "steppower": Algorithm(_steppower, whole_rows=True),
 }
 
 
@@ -103,6 +120,10 @@ def make_estimator(algorithm: str, target: str, feature_set: str, hyperparameter
     else:
         encoding = TARGETS[target]
     regressor = algo.build(dict(hyperparameters), features, seed, n_jobs)
+    if algo.whole_rows:
+        if target != "power":
+            raise ValueError(f"{algorithm} predicts power only, not {target}")
+        return regressor
     return TargetRegressor(features, encoding, regressor, scale=algo.scale)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from wattgpu.workload import PRECISION_BYTES, version_number
+from wattgpu.workload import PRECISION_BYTES, engine_generation, generation_name, version_number
 
 # column of the canonical request / training rows (wattgpu.request.validate) -> how a planner reads it
 COLUMNS = {
@@ -35,11 +35,28 @@ COLUMNS = {
 GPU_COLUMNS = tuple(c for c in COLUMNS if c.startswith("gpu_"))
 
 
+VERSION = "engine_version_num"
+
+
+def _per_engine(col: str) -> tuple[str, str | None]:
+    """'engine_version_num:vllm' -> (the column, the engine its range is for); other keys -> (key, None)."""
+    base, _, engine = col.partition(":")
+    return (base, engine) if base == VERSION and engine else (col, None)
+
+
 def training_ranges(rows: pd.DataFrame) -> dict[str, list[float]]:
-    """[min, max] of every COLUMNS column the rows have (finite values only)."""
+    """[min, max] of every COLUMNS column the rows have (finite values only); the engine version per engine
+    (`engine_version_num:<engine>`): releases of different engines do not compare."""
     out = {}
     for col in COLUMNS:
-        if col in rows:
+        if col == VERSION and "engine" in rows and col in rows:
+            v = pd.to_numeric(rows[col], errors="coerce")
+            for engine, r in v.groupby(rows["engine"].astype(str)):
+                r = r.to_numpy(dtype=float)
+                r = r[np.isfinite(r)]
+                if len(r):
+                    out[f"{VERSION}:{engine}"] = [float(r.min()), float(r.max())]
+        elif col in rows:
             v = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
             v = v[np.isfinite(v)]
             if len(v):
@@ -61,12 +78,15 @@ def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list[float]],
                  columns: Iterable[str] = tuple(COLUMNS)) -> np.ndarray:
     """Per row, whether any column's value lies outside its range (`outside`, for a frame; NaN is inside)."""
     mask = np.zeros(len(rows), dtype=bool)
-    for col in columns:
-        if col in ranges and col in rows:
-            v = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
-            lo, hi = ranges[col]
-            with np.errstate(invalid="ignore"):
-                mask |= np.isfinite(v) & ((v < lo) | (v > hi))
+    columns = set(columns)
+    for key, (lo, hi) in ranges.items():
+        col, engine = _per_engine(key)
+        if col not in columns or col not in rows or (engine and "engine" not in rows):
+            continue
+        v = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
+        mine = rows["engine"].astype(str).to_numpy() == engine if engine else True
+        with np.errstate(invalid="ignore"):
+            mask |= mine & np.isfinite(v) & ((v < lo) | (v > hi))
     return mask
 
 
@@ -74,22 +94,38 @@ def outside(row: Mapping[str, float], ranges: Mapping[str, list[float]],
             columns: Iterable[str] = tuple(COLUMNS)) -> list[str]:
     """One phrase per column whose value lies outside its training range, e.g. 'TDP (W) 1000 > 700 measured'."""
     notes = []
-    for col in columns:
-        if col not in ranges or col not in row:
+    columns = set(columns)
+    for key, (lo, hi) in ranges.items():
+        col, engine = _per_engine(key)
+        if col not in columns or col not in row or (engine and str(row.get("engine")) != engine):
             continue
         try:
             v = float(row[col])
         except (TypeError, ValueError):
             continue
-        lo, hi = ranges[col]
         if not math.isfinite(v):
             continue
-        show = _version if col == "engine_version_num" else (lambda x: f"{x:.4g}")
-        if v < lo:
-            notes.append(f"{COLUMNS[col]} {show(v)} < {show(lo)} measured")
+        if col == VERSION:
+            if v > hi:
+                notes.append(_newer_release(engine or str(row.get("engine", "")), v, hi))
+            elif v < lo:
+                notes.append(f"{engine or ''} {_version(v)} < {_version(lo)} measured".strip())
+        elif v < lo:
+            notes.append(f"{COLUMNS[col]} {v:.4g} < {lo:.4g} measured")
         elif v > hi:
-            notes.append(f"{COLUMNS[col]} {show(v)} > {show(hi)} measured")
+            notes.append(f"{COLUMNS[col]} {v:.4g} > {hi:.4g} measured")
     return notes
+
+
+def _newer_release(engine: str, version: float, newest: float) -> str:
+    """The note of a release newer than every measured one: which generation the answer assumes."""
+    asked = generation_name(engine, engine_generation(engine, _version(version)))
+    measured = generation_name(engine, engine_generation(engine, _version(newest)))
+    if asked and asked != measured:
+        how = f"answered as {measured}, the newest generation measured ({asked} never was)"
+    else:
+        how = f"answered as {measured or 'the newest measured release'}"
+    return f"{engine} {_version(version)} > {_version(newest)} measured: {how}"
 
 
 def _version(number: float) -> str:

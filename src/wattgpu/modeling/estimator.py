@@ -33,6 +33,49 @@ def preprocessor(features: FeatureSet, scale: bool = False) -> ColumnTransformer
     return ColumnTransformer(parts, verbose_feature_names_out=False)
 
 
+VERSION, GENERATION = "engine_version_num", "engine_generation"  # features.engineer's release and its generation
+
+
+def measured_releases(rows: pd.DataFrame) -> dict[str, list[tuple[float, float]]]:
+    """Engine -> the (generation, release) pairs among `rows`, sorted (empty when the rows carry no release)."""
+    if VERSION not in rows or GENERATION not in rows or "engine" not in rows:
+        return {}
+    pairs = rows[["engine", GENERATION, VERSION]].dropna().drop_duplicates()
+    return {str(e): sorted((float(g), float(v)) for g, v in zip(grp[GENERATION], grp[VERSION]))
+            for e, grp in pairs.groupby("engine")}
+
+
+def nearest_release(generation: float, version: float, measured: list[tuple[float, float]]) -> float:
+    """The measured release a request for `version` (of `generation`) is answered as: itself when measured; else the
+    newest measured release of its generation at or below it, or the oldest above it; where its generation was never
+    measured, the newest release of the newest measured generation below it (else the oldest measured). Never a
+    number between two measured releases: those came from different labs, and a model would interpolate their
+    levels."""
+    same = [v for g, v in measured if g == generation]
+    if same:
+        below = [v for v in same if v <= version]
+        return max(below) if below else min(same)
+    older = [(g, v) for g, v in measured if g < generation]
+    return max(older)[1] if older else min(measured)[1]
+
+
+def as_measured_release(rows: pd.DataFrame, measured: dict[str, list[tuple[float, float]]]) -> pd.DataFrame:
+    """Rows whose engine release the model was not trained on, asked at the measured release `nearest_release`
+    names (the generation it assumes follows from it; coverage flags a release newer than every measured one); other
+    rows unchanged. A release left unstated stays so (the model imputes it as it did in training)."""
+    if not measured or VERSION not in rows or GENERATION not in rows or "engine" not in rows:
+        return rows
+    engine = rows["engine"].astype(str).to_numpy()
+    gen, ver = rows[GENERATION].to_numpy(dtype=float), rows[VERSION].to_numpy(dtype=float, copy=True)
+    asked = np.isfinite(ver) & np.isfinite(gen)
+    unmeasured = np.zeros(len(rows), dtype=bool)
+    for e, m in measured.items():
+        unmeasured |= asked & (engine == e) & ~np.isin(ver, [v for _, v in m])
+    for i in np.flatnonzero(unmeasured):
+        ver[i] = nearest_release(gen[i], ver[i], measured[engine[i]])
+    return rows.assign(**{VERSION: ver}) if unmeasured.any() else rows
+
+
 class TargetRegressor(RegressorMixin, BaseEstimator):
     """Fit `regressor` on `features` of rows to the encoded target; predict decodes to W or s."""
 
@@ -45,6 +88,7 @@ class TargetRegressor(RegressorMixin, BaseEstimator):
     def fit(self, rows: pd.DataFrame, y=None) -> "TargetRegressor":
         y = rows[self.target.column] if y is None else y
         z = self.target.encode(rows, y)
+        self.measured_releases_ = measured_releases(rows)
         self.pipeline_ = Pipeline(
             [("prep", preprocessor(self.features, self.scale)), ("model", clone(self.regressor))]
         )
@@ -53,7 +97,7 @@ class TargetRegressor(RegressorMixin, BaseEstimator):
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
         check_is_fitted(self, "pipeline_")
-        frame = self._frame(rows)
+        frame = self._frame(as_measured_release(rows, getattr(self, "measured_releases_", {})))
         # fit validated the parameters and the imputers handle NaN: a request need not pay for the checks again
         with config_context(assume_finite=True, skip_parameter_validation=True):
             z = self.pipeline_.predict(frame)

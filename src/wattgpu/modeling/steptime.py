@@ -4,12 +4,13 @@ a learned factor that does not depend on concurrency.
     ITL(b) = exp(g(z)) x sum_k exp(theta_k . z) x T_k(b),    b = max(requests in flight, 1)
 
 T_k are the physical step times of features.engineer (weights read per step, b x one sequence's KV cache, b x one
-token's compute, the per-layer fixed cost); z are inputs that do not depend on concurrency (GPU, LLM, engine, the
-rest of the workload), standardised. theta is fitted by robust, ridge-penalised nonlinear least squares on log ITL
-(from theta = 0, the physics as computed, to convergence: the same weights on any machine);
-g by LightGBM on what that leaves. Each T_k is non-decreasing in b and grows at most linearly, and the weights do
-not depend on b, so per-request ITL never falls as concurrency rises and system throughput b / ITL never falls
-either: the monotone responses a planner relies on hold by construction, not by luck of the fit.
+token's compute, the per-layer fixed cost and pipeline stages' hand-offs; wattgpu.physics); z are
+inputs that do not depend on concurrency (GPU, LLM, engine, the rest of the workload), standardised. theta is
+fitted by robust, ridge-penalised nonlinear least squares on log ITL (from theta = 0, the physics as computed, to
+convergence: the same weights on any machine); g by LightGBM on what that leaves. Each T_k is non-decreasing in b
+and grows at most linearly, and the weights do not depend on b, so per-request ITL never falls as concurrency rises
+and system throughput b / ITL never falls either: the monotone responses a planner relies on hold by construction,
+not by luck of the fit.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 # The terms, by the feature names (features.WORKLOAD_ITL) that hold log T_k; `batch` marks the per-sequence terms.
+# Tensor parallelism's all-reduces (features' `comm_step_per_sequence_s`) are in the unfitted physics
+# (`itl_physics_s`) but not a fitted term: as one, its weight (nonzero on multi-GPU rows only) bent the fit and a held-out
+# lab's ITL moved by 10 - 20 points (issue 22's closing note); the weights' dependence on the tensor-parallel degree
+# carries that cost meanwhile.
 TERMS = ("log_weights_step_s", "log_kv_step_per_sequence_s", "log_compute_step_per_sequence_s", "log_fixed_step_s")
 PER_SEQUENCE = (False, True, True, False)
 BATCH = "log_batch"

@@ -68,7 +68,7 @@ def with_bounds(predictions: pd.DataFrame) -> pd.DataFrame:
 class MemoryRule:
     """Weights + one request's KV cache must fit in `usable_fraction` of the replica's memory."""
 
-    usable_fraction: float = 0.9
+    usable_fraction: float = physics.MEMORY_UTILIZATION  # vLLM's default gpu_memory_utilization
     bytes_per_param: float = BYTES_FP16
 
     def describe(self) -> str:
@@ -81,7 +81,9 @@ class LlmSize:
     """What the memory rule needs to know about an LLM."""
 
     total_params_b: float
-    kv_bytes_per_token: float  # 2 (K, V) x layers x kv_heads x head_dim x 2 bytes; 0 if attention-free
+    # 2 (K, V) x layers x kv_heads x head_dim x 2 bytes (LlmSpec.kv_cache_bytes_per_token); 0 if attention-free. Exact
+    # below every sliding window, an upper bound beyond (a sliding layer caches its window only).
+    kv_bytes_per_token: float
 
 
 def memory_fit(gpus: pd.DataFrame, llm: LlmSize, tokens_per_request: float, n_gpus: int,

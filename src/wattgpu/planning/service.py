@@ -59,8 +59,10 @@ def memory_line(gpu: resolve.Resolved, llm: resolve.Resolved, w: dict[str, Any])
                              int(wf["n_gpus"]), rule).iloc[0]
     if not fit["fits"]:
         return f"DOES NOT FIT: {fit['reason']}"
-    held = physics.kv_fit_sequences(float(memory_gb), int(wf["n_gpus"]), physics.weights_gb(
-        spec.total_params_b, rule.bytes_per_param), spec.kv_cache_bytes_per_token(), tokens, rule.usable_fraction)
+    kv = spec.kv_cache_bytes_per_sequence(tokens, physics.kv_bytes_per_value())
+    held = physics.kv_fit_sequences(float(memory_gb), int(wf["n_gpus"]),
+                                    physics.weights_gb(spec.total_params_b, rule.bytes_per_param), kv,
+                                    rule.usable_fraction)
     return (f"fits: needs {fit['need_gb']:.1f} GB of {fit['usable_gb']:.1f} GB usable ({rule.describe()}); the KV "
             f"cache holds {float(held):,.0f} such requests at once")
 

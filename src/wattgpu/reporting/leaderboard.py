@@ -13,7 +13,7 @@ LABELS = {
     SELECTION: "**nested selection** (algorithm + hyperparameters chosen per outer fold)",
     PLAIN_SELECTION: "plain selection (lowest inner score; no default algorithm)",
     REPLICA: "XGBoost paper replica (fixed settings, uses measured idle power)",
-    "tdp": "baseline: TDP", "load_scaled_tdp": "baseline: load-scaled TDP", "roofline": "baseline: roofline",
+    "tdp": "baseline: TDP", "tdp90": "baseline: 0.9 x TDP", "load_scaled_tdp": "baseline: load-scaled TDP", "roofline": "baseline: roofline",
 }
 INTRO = (
     "Every learned row is a **nested** figure: per outer fold, Optuna chose the hyperparameters (and, for the "

@@ -11,10 +11,11 @@ from wattgpu.workload import SCENARIO_GROUPS
 MODEL_LABELS = {
     "paper_replica": "XGBoost (paper replica)",
     "tdp": "TDP",
+    "tdp90": "0.9 x TDP",
     "load_scaled_tdp": "Load-scaled TDP",
     "roofline": "Roofline",
 }
-BASELINES = {"tdp", "load_scaled_tdp", "roofline"}
+BASELINES = {"tdp", "tdp90", "load_scaled_tdp", "roofline"}
 REGIME_LABELS = {"cv5": "CV (grouped)", "cv5_rows": "CV (rows, as paper)", "logo": "LOGO", "lolo": "LOLO", "lopo": "LOPO"}
 SCENARIO_LABELS = {s: s.replace("_", " ").capitalize() for s in SCENARIO_GROUPS}  # "Server low", ...
 PAPER = {  # the paper's published LOGO figures (MdAPE %), printed beside ours

@@ -172,8 +172,12 @@ def derive_concurrency(frame: pd.DataFrame, gpus, llms) -> pd.DataFrame:
     that follows by Little's law (ITL = requests in flight / generated tokens per second):
 
     - offline runs (all requests submitted at once): min(vLLM's default max_num_seqs, requests submitted, the
-      sequences whose KV cache fits in 90 % of memory beside the 16-bit weights);
+      sequences whose KV cache fits beside the weights in vLLM's share of the memory);
     - static batches larger than the KV-cache fit run in waves: the fit is the concurrency.
+
+    The fit (physics.kv_fit_sequences): the weights at the run's precision (workload.PRECISION_BYTES), each
+    sequence's whole KV cache (prompt + answer, sliding-window layers capped at their window) at
+    physics.kv_bytes_per_value bytes per value.
     """
     out = frame.copy()
     known = (out["gpu"] != "") & (out["llm"] != "")
@@ -182,15 +186,17 @@ def derive_concurrency(frame: pd.DataFrame, gpus, llms) -> pd.DataFrame:
     quantised = native.isin(QUANTISED) & (out["precision"] == "16bit") & (out["engine"] == "vllm")
     out.loc[quantised, "precision"] = native[quantised]
     memory = out["gpu"].map(lambda k: gpus.get(k).memory_gb if k else np.nan)
-    weights = out["llm"].map(lambda k: physics.weights_gb(llms.get(k).total_params_b) if k else np.nan)
-    kv = out["llm"].map(lambda k: llms.get(k).kv_cache_bytes_per_token() if k else np.nan)
+    bytes_per_param = out["precision"].map(workload.PRECISION_BYTES).fillna(physics.BYTES_FP16)
+    weights = physics.weights_gb(out["llm"].map(lambda k: llms.get(k).total_params_b if k else np.nan), bytes_per_param)
     tokens = out["prompt_tokens_mean"].fillna(0) + out["output_tokens_mean"]
-    fit = pd.Series(physics.kv_fit_sequences(memory, out["n_gpus"], weights, kv, tokens,
-                                             workload.VLLM_MEMORY_UTILIZATION), index=out.index)
+    kv_value_bytes = physics.kv_bytes_per_value()  # no source states a quantised KV cache
+    kv = pd.Series([llms.get(k).kv_cache_bytes_per_sequence(t, kv_value_bytes) if k else np.nan
+                    for k, t in zip(out["llm"], tokens)], index=out.index, dtype=float)
+    fit = pd.Series(physics.kv_fit_sequences(memory, out["n_gpus"], weights, kv), index=out.index)
     offline = known & (out["scenario"] == "offline") & out["concurrency"].isna()
     out.loc[offline, "concurrency"] = workload.offline_concurrency(
         memory[offline].to_numpy(float), out.loc[offline, "n_gpus"].to_numpy(float), weights[offline].to_numpy(float),
-        kv[offline].to_numpy(float), tokens[offline].to_numpy(float), out.loc[offline, "gpu"].to_numpy(),
+        kv[offline].to_numpy(float), out.loc[offline, "gpu"].to_numpy(),
         out.loc[offline, "engine_version"].to_numpy(), out.loc[offline, "concurrency_setting"].to_numpy(float))
     out.loc[offline, "concurrency_derivation"] = "vllm_default_max_num_seqs_capped"
     waves = known & (out["concurrency_derivation"] == "static_batch") & (out["concurrency"] > fit)

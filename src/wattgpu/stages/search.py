@@ -60,7 +60,7 @@ BEST = "best"  # the worker's name for search_best's studies (no search regime m
 # What a study's result depends on besides params and data: the search and everything it imports (prose ignored).
 STUDY_CODE = ("wattgpu.search.nested", "wattgpu.evaluation.runner")
 # Slowest first, so that two workers finish together.
-COST_ORDER = ("workload", "extra_trees", "xgboost", "physics", "lightgbm", "knn", "spline_ridge")
+COST_ORDER = ("workload", "steppower", "extra_trees", "xgboost", "physics", "lightgbm", "knn", "spline_ridge")
 INNER_CV = {"logo": "GPU groups held out", "lolo": "LLM groups held out", "loso": "labs held out",
             "lopo": "a GPU group x an LLM group held out, trained on rows with neither",
             "group_kfold": "(GPU, LLM) pairs held out", "row_kfold": "rows held out"}
@@ -260,7 +260,7 @@ def references(t_rows: pd.DataFrame, target: str, params: Params, plans: list[Ou
     if target == "power":
         scaled = np.full(len(t_rows), np.nan)
         scaled[paper_labels] = baselines.load_scaled_tdp(t_rows[paper_labels], ev.load_rho)
-        out.update(tdp=baselines.tdp(t_rows), load_scaled_tdp=scaled)
+        out.update(tdp=baselines.tdp(t_rows), tdp90=baselines.tdp90(t_rows), load_scaled_tdp=scaled)
     else:
         out.update(roofline=np.where(paper_labels, baselines.roofline_itl(t_rows), np.nan),
                    itl_physics=physics_itl_as_served(t_rows))

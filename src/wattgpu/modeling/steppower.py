@@ -1,0 +1,179 @@
+"""Power from the work of a decode step (the `steppower` candidate): the step-time model says how long a step
+takes, the step's bytes and FLOPs say how much work it does, and power follows from work over time.
+
+    power / TDP = idle(z) + busy x (m(z) x u_mem + f x u_flops)  (+ boosted correction),  within [idle(z), 1]
+
+physics.step_power_tdp_share holds the formula. u_mem and u_flops (physics.step_utilisation) are the step's bytes
+and FLOPs at peak (features: the weights and b KV caches read, b tokens computed) over the step time the model's own
+step-time model predicts (modeling.steptime, the `workload` ITL model fitted on the same rows), so a faster engine
+at the same work draws more watts, and a slow one fewer, as ML.ENERGY's vLLM 0.4.2 runs do at 0.4 x TDP. `busy` is 1
+for a closed batch and 1 - e^-C under Poisson arrivals (physics.busy_fraction). idle and m depend on the GPU's spec
+sheet (z, standardised, ridge-shrunk to one value for every GPU, which is what a lab without Poisson loads can
+teach); f is shared. A LightGBM correction on the power features, when asked for, learns what the physics leaves;
+the result stays within [idle, TDP].
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+
+import numpy as np
+import pandas as pd
+from lightgbm import LGBMRegressor
+from scipy.optimize import least_squares
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from wattgpu import physics
+from wattgpu.features import WORKLOAD_POWER
+from wattgpu.modeling.estimator import as_measured_release, measured_releases
+from wattgpu.modeling.targets import POWER
+
+# the GPU's spec sheet, on which idle and the memory-bound share depend
+SPEC_INPUTS = ("log_tdp_w", "log_memory_bandwidth_gb_s", "log_fp16_tensor_tflops", "log_memory_gb", "is_gddr",
+               "gpu_release_year")
+START = (0.2, 0.5, 0.5)  # idle, memory-bound and compute-bound shares of TDP the fit starts from
+SOFT_L1_SCALE = 0.1  # relative error beyond which a row counts linearly (robust to a lab's odd readings)
+TOLERANCE = 1e-10  # the fit runs to convergence (cost, parameters and gradient), from the fixed START
+MAX_EVALUATIONS = 2_000  # a guard only: a fit converges in tens of evaluations
+_CACHE: OrderedDict[str, object] = OrderedDict()  # rows' digest -> fitted step-time model (deterministic fits)
+_LOCK = threading.Lock()
+MAX_CACHED = 32
+
+
+def _digest(frame: pd.DataFrame, extra: str) -> str:
+    h = hashlib.blake2b(extra.encode(), digest_size=20)
+    h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+class StepPowerRegressor(RegressorMixin, BaseEstimator):
+    """Rows in, watts per GPU out (the TargetRegressor interface: fit(rows), predict(rows), feature_importances()).
+
+    `itl_hyperparameters`: the step-time model's settings (the `workload` ITL candidate's); `ridge`: the penalty pulling the spec-sheet
+    dependence of idle and of the memory-bound share towards one value for every GPU; the LightGBM settings shape the
+    correction (n_estimators 0: none)."""
+
+    def __init__(self, itl_hyperparameters: dict, ridge: float = 100.0, n_estimators: int = 0, learning_rate: float = 0.05,
+                 num_leaves: int = 15, min_child_samples: int = 20, reg_lambda: float = 1.0,
+                 colsample_bytree: float = 1.0, random_state: int = 0, n_jobs: int = 1):
+        self.itl_hyperparameters = itl_hyperparameters
+        self.ridge = ridge
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.num_leaves = num_leaves
+        self.min_child_samples = min_child_samples
+        self.reg_lambda = reg_lambda
+        self.colsample_bytree = colsample_bytree
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    # ---- pieces
+    def _fit_itl(self, rows: pd.DataFrame):
+        from wattgpu.modeling.algorithms import make_estimator  # the candidates' module builds the step-time model
+
+        learn = rows[rows["itl_s"].notna()]
+        model = make_estimator("workload", "itl", "workload", self.itl_hyperparameters, seed=self.random_state,
+                               n_jobs=self.n_jobs)
+        key = _digest(learn[[*model.features.columns, "itl_s", "engine"]],
+                      repr((sorted(self.itl_hyperparameters.items()), self.random_state)))
+        with _LOCK:
+            found = _CACHE.get(key)
+        if found is None:
+            found = model.fit(learn)
+            with _LOCK:
+                _CACHE[key] = found
+                while len(_CACHE) > MAX_CACHED:
+                    _CACHE.popitem(last=False)
+        return found
+
+    def _inputs(self, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(u_mem, u_flops, busy, standardised spec sheet) at the step time the step-time model predicts."""
+        b = np.maximum(rows["concurrency"].to_numpy(dtype=float), 1.0)
+        memory_s = rows["weights_step_s"].to_numpy(dtype=float) + b * rows["kv_step_per_sequence_s"].to_numpy(float)
+        compute_s = b * rows["compute_step_per_sequence_s"].to_numpy(dtype=float)
+        with np.errstate(over="ignore", invalid="ignore"):
+            step_s = np.asarray(self.itl_.predict(rows), dtype=float)
+        u_mem, u_flops = physics.step_utilisation(memory_s, compute_s, step_s)
+        busy = physics.busy_fraction(rows["concurrency"].to_numpy(dtype=float),
+                                     rows["request_rate_per_s"].notna().to_numpy())
+        return np.nan_to_num(u_mem), np.nan_to_num(u_flops), busy, rows[list(SPEC_INPUTS)].to_numpy(dtype=float)
+
+    def _shares(self, theta: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        k = z.shape[1]
+        idle = theta[0] + z @ theta[3:3 + k]
+        memory = theta[1] * np.exp(z @ theta[3 + k:3 + 2 * k])
+        return np.clip(idle, 0.0, 1.0), memory, float(theta[2])
+
+    def _physics(self, theta, u_mem, u_flops, busy, z) -> np.ndarray:
+        idle, memory, compute = self._shares(theta, z)
+        return physics.step_power_tdp_share(idle, memory, compute, busy, u_mem, u_flops)
+
+    # ---- the estimator
+    def fit(self, rows: pd.DataFrame, y=None) -> StepPowerRegressor:
+        y = rows[POWER.column] if y is None else y
+        share = POWER.encode(rows, y)
+        self.measured_releases_ = measured_releases(rows)
+        self.itl_ = self._fit_itl(rows)
+        raw = rows[list(SPEC_INPUTS)].to_numpy(dtype=float)
+        self.mean_ = np.nanmean(raw, axis=0)
+        self.scale_ = np.nanstd(raw, axis=0)
+        self.scale_[~(self.scale_ > 0)] = 1.0
+        u_mem, u_flops, busy, z = self._inputs(rows)
+        z = np.nan_to_num((z - self.mean_) / self.scale_)  # a spec the sheet leaves out: the average GPU's
+        k = z.shape[1]
+        penalty = np.sqrt(self.ridge)
+
+        def residuals(theta):
+            return np.r_[(self._physics(theta, u_mem, u_flops, busy, z) - share) / share, penalty * theta[3:]]
+
+        fit = least_squares(residuals, np.r_[START, np.zeros(2 * k)], loss="soft_l1", f_scale=SOFT_L1_SCALE,
+                            ftol=TOLERANCE, xtol=TOLERANCE, gtol=TOLERANCE, max_nfev=MAX_EVALUATIONS)
+        self.converged_ = bool(fit.status > 0)
+        self.theta_ = fit.x
+        self.boost_ = None
+        if self.n_estimators > 0:
+            rest = share - self._physics(self.theta_, u_mem, u_flops, busy, z)
+            self.boost_ = LGBMRegressor(
+                n_estimators=self.n_estimators, learning_rate=self.learning_rate, num_leaves=self.num_leaves,
+                min_child_samples=self.min_child_samples, reg_lambda=self.reg_lambda,
+                colsample_bytree=self.colsample_bytree, random_state=self.random_state, n_jobs=self.n_jobs,
+                monotone_constraints=WORKLOAD_POWER.monotone_signs, verbose=-1, deterministic=True,
+                force_row_wise=True,
+            ).fit(self._boost_inputs(rows), rest)
+        return self
+
+    def _boost_inputs(self, rows: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame({c: pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=float)
+                             for c in WORKLOAD_POWER.columns})
+
+    def _specs(self, rows: pd.DataFrame) -> np.ndarray:
+        """The standardised spec sheet of requests, within 3 standard deviations of the training GPUs' (the spec
+        dependence does not extrapolate far)."""
+        z = rows[list(SPEC_INPUTS)].to_numpy(dtype=float)
+        return np.clip(np.nan_to_num((z - self.mean_) / self.scale_), -3.0, 3.0)
+
+    def idle_share(self, rows: pd.DataFrame) -> np.ndarray:
+        """Per row, the idle power the model assumes for its GPU, as a share of TDP."""
+        check_is_fitted(self, "theta_")
+        return self._shares(self.theta_, self._specs(rows))[0]
+
+    def predict(self, rows: pd.DataFrame) -> np.ndarray:
+        check_is_fitted(self, "theta_")
+        rows = as_measured_release(rows, self.measured_releases_)
+        u_mem, u_flops, busy, _ = self._inputs(rows)
+        z = self._specs(rows)
+        share = self._physics(self.theta_, u_mem, u_flops, busy, z)
+        if self.boost_ is not None:
+            idle = self._shares(self.theta_, z)[0]
+            share = np.clip(share + self.boost_.predict(self._boost_inputs(rows)), idle, 1.0)
+        return POWER.decode(rows, share)
+
+    def feature_importances(self) -> pd.Series:
+        """The boosted correction's importances (the physics' own parameters: `theta_`)."""
+        if self.boost_ is None:
+            return pd.Series(dtype=float)
+        return pd.Series(self.boost_.feature_importances_, index=list(WORKLOAD_POWER.columns)).sort_values(
+            ascending=False)

@@ -1,0 +1,194 @@
+"""The decode step's physics (wattgpu.physics, columns built by features.engineer) on real config.json files
+(data/catalogs/llm_configs), parsed the project's way (catalogs.hf_config via catalogs.llms), and real GPUs of the
+catalog; each expectation computed by hand from the config's and the spec sheet's fields, written out here. Workloads
+are FIXTURES (made-up loads), never measurements."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wattgpu import features, paths, physics
+from wattgpu.catalogs.gpus import load_gpu_catalog
+from wattgpu.catalogs.llms import LlmCatalog, llm_spec_from_hf_config, read_config_file
+from wattgpu.modeling import steptime
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = ROOT / paths.LLM_CONFIG_DIR
+GPUS = load_gpu_catalog(paths.resolve(paths.GPU_CATALOG, root=ROOT))
+H100_SXM = "NVIDIA H100 80GB HBM3"  # spec sheet: 989.5 dense FP16 TFLOPS, 3352 GB/s, NVLink 900 GB/s (both ways)
+MIXTRAL = "mistralai/Mixtral-8x7B-v0.1"
+LLAMA_70B = "meta-llama/Meta-Llama-3.1-70B-Instruct"
+
+
+def spec(key: str):
+    name, config = read_config_file(CONFIG_DIR / f"{key.replace('/', '--', 1)}.json")
+    return llm_spec_from_hf_config(name, config)
+
+
+LLMS = LlmCatalog([spec(MIXTRAL), spec(LLAMA_70B)])
+
+
+def featured(llm: str, gpu: str = H100_SXM, *, n_gpus: int = 1, pp: int = 1, concurrency: float = 8.0,
+             prompt: float = 1000.0, output: float = 200.0, **gpu_override) -> pd.Series:
+    """features.engineer of one FIXTURE closed-batch row, specs joined from the catalogs (features.attach_specs)."""
+    row = pd.DataFrame([{
+        "gpu": gpu, "llm": llm, "scenario": "fixed_concurrency", "scenario_label": "concurrency",
+        "request_rate_per_s": np.nan, "concurrency": concurrency, "n_gpus": n_gpus, "pipeline_parallel": pp,
+        "tensor_parallel": n_gpus // pp, "prompt_tokens_mean": prompt, "output_tokens_mean": output,
+        "precision": "bf16", "engine": "vllm", "engine_version": "0.11",
+    }])
+    row = features.attach_specs(row, GPUS, LLMS)
+    for k, v in gpu_override.items():
+        row[f"gpu_{k}"] = v
+    return features.engineer(row, offline_batch=256).iloc[0]
+
+
+# ------------------------------------------------------------------------ (a) compute counts the active parameters
+
+
+def test_a_mixture_of_experts_computes_its_active_parameters_not_all_of_them():
+    # Mixtral-8x7B config.json: hidden 4096, 32 layers, 32 heads of 128 (8 KV heads), 8 experts of intermediate
+    # 14336, 2 per token, vocab 32000, untied embeddings. Per layer: attention q,o 4096x4096 + k,v 4096x1024; an
+    # expert's MLP 3 x 4096 x 14336; the router 4096 x 8 (norms not counted, as the catalog's count does not).
+    attention = 4096 * (4096 + 1024 + 1024 + 4096)
+    expert = 3 * 4096 * 14336
+    router = 4096 * 8
+    embeddings = 2 * 32000 * 4096
+    active = 32 * (attention + 2 * expert + router) + embeddings  # 12,879,659,008
+    total = 32 * (attention + 8 * expert + router) + embeddings
+    s = LLMS.get(MIXTRAL)
+    assert s.active_params_b == pytest.approx(active / 1e9, rel=1e-6)
+    assert s.total_params_b == pytest.approx(total / 1e9, rel=1e-6)
+    f = featured(MIXTRAL)
+    # one token's FLOPs at the H100 SXM's dense FP16 peak: 2 x active params / 989.5e12 FLOP/s
+    assert f["compute_latency_s"] == pytest.approx(2 * active / 989.5e12, rel=1e-6)
+    assert f["compute_latency_s"] < 0.3 * 2 * total / 989.5e12  # the old formula computed every expert
+    assert f["log_compute_latency_s"] == pytest.approx(np.log(2 * active / 989.5e12), rel=1e-6)
+
+
+# ------------------------------------------------------------------------------------- (b) attention's FLOPs count
+
+
+def test_the_compute_term_counts_attention_over_the_context_and_splits_over_tensor_parallel_gpus():
+    # Llama-3.1-70B config.json: 80 layers, 64 attention heads, hidden 8192 -> head dim 8192 / 64 = 128.
+    layers, heads, head_dim = 80, 64, 128
+    prompt, output = 8000.0, 1000.0
+    active = LLMS.get(LLAMA_70B).active_params_b * 1e9  # dense: every parameter, every token
+    linear = 2 * active
+    attention_per_context_token = 2 * 2 * heads * head_dim * layers  # QK^T and attention x V, every layer
+    decode = linear + attention_per_context_token * (prompt + output / 2)  # mean context: prompt + half the answer
+    prefill = prompt * (linear + attention_per_context_token * prompt / 2)  # a prompt token sees P/2 before it
+    flops = decode + prefill / output
+    one = featured(LLAMA_70B, prompt=prompt, output=output)
+    assert one["compute_step_per_sequence_s"] == pytest.approx(flops / 989.5e12, rel=1e-9)
+    without_attention = linear * (1 + prompt / output) / 989.5e12  # the old term
+    assert one["compute_step_per_sequence_s"] > 1.05 * without_attention
+    two = featured(LLAMA_70B, n_gpus=2, prompt=prompt, output=output)
+    assert two["compute_step_per_sequence_s"] == pytest.approx(flops / (2 * 989.5e12), rel=1e-9)
+
+
+def test_an_attention_free_llm_has_no_attention_flops():
+    rows = pd.DataFrame({"layers": [80.0], "heads": [0.0]})
+    assert physics.attention_flops_per_token(rows["layers"], rows["heads"], 0.0, 1000.0).iloc[0] == 0.0
+    assert physics.flops_per_generated_token(7.0, 32, 0, 0, 100.0, 50.0) == pytest.approx(2 * 7e9 * (1 + 100 / 50))
+
+
+# ---------------------------------------------------------------------- (c) the per-layer cost: once per token
+
+
+@pytest.mark.parametrize("pp", [1, 2, 4])
+def test_the_fixed_step_cost_counts_each_layer_once_whatever_the_pipeline_stages(pp):
+    # 80 layers of Llama-3.1-70B on 8 GPUs in pp stages: a token passes through all 80 once (each stage holds 80/pp),
+    # so the launches are 80 x 1e-5 s whatever pp; each stage beyond the first adds its hand-off, a separate term
+    f = featured(LLAMA_70B, n_gpus=8, pp=pp)
+    assert physics.fixed_step_s(80) == pytest.approx(1e-5 * 80, rel=1e-12)
+    assert physics.pipeline_stage_s(80, pp) == pytest.approx(1e-5 * 80 * (pp - 1), rel=1e-12, abs=0)
+    assert f["fixed_step_s"] == pytest.approx(1e-5 * 80 + 1e-5 * 80 * (pp - 1), rel=1e-12)
+
+
+# ------------------------------------------------------------------- (d) tensor parallelism's all-reduces count
+
+
+def test_tensor_parallel_all_reduces_take_their_bytes_over_the_interconnect():
+    # Llama-3.1-70B: 80 layers, hidden 8192; TP 8 on H100 SXM (NVLink 900 GB/s both ways = 450e9 bytes/s each way).
+    # Per token: 2 all-reduces per layer of 8192 16-bit values; a ring moves 2 (t-1)/t of the message per GPU.
+    sent = 80 * 2 * (2 * 7 / 8) * 8192 * 2  # bytes per GPU per generated token
+    f = featured(LLAMA_70B, n_gpus=8, concurrency=16.0)
+    assert f["comm_step_per_sequence_s"] == pytest.approx(sent / 450e9, rel=1e-12)
+    assert GPUS.get(H100_SXM).interconnect_bandwidth_gb_s == 900.0
+    assert f["log_comm_step_per_sequence_s"] == pytest.approx(np.log(sent / 450e9), rel=1e-12)
+    b = 16.0
+    per_sequence = f["kv_step_per_sequence_s"] + f["compute_step_per_sequence_s"] + f["comm_step_per_sequence_s"]
+    assert f["itl_physics_s"] == pytest.approx(f["weights_step_s"] + b * per_sequence + f["fixed_step_s"], rel=1e-12)
+    assert featured(LLAMA_70B, n_gpus=1)["comm_step_per_sequence_s"] == 0.0  # one GPU all-reduces nothing
+    assert featured(LLAMA_70B, n_gpus=8, pp=8)["comm_step_per_sequence_s"] == 0.0  # pipeline only: TP 1
+
+
+def test_a_gpu_without_an_interconnect_figure_is_read_as_pcie_gen4_x16():
+    # PCIe Gen4 x16: 64 GB/s both ways, 32e9 bytes/s each way; TP 2: 2 (2-1)/2 = 1 message per all-reduce.
+    sent = 80 * 2 * 1 * 8192 * 2
+    f = featured(LLAMA_70B, n_gpus=2, interconnect_bandwidth_gb_s=np.nan)
+    assert physics.PCIE_GEN4_X16_GB_S == 64.0
+    assert f["comm_step_per_sequence_s"] == pytest.approx(sent / 32e9, rel=1e-12)
+
+
+def test_the_comm_term_is_in_the_physics_not_a_fitted_term():
+    # tensor parallelism's all-reduces count in the unfitted decode-step physics (itl_physics_s, above); the fitted
+    # step-time model leaves them out (steptime.TERMS' comment says why), and no feature set feeds them to a model
+    assert "log_comm_step_per_sequence_s" not in steptime.TERMS
+    assert dict(zip(steptime.TERMS, steptime.PER_SEQUENCE))["log_kv_step_per_sequence_s"] is True
+    for fs in (features.WORKLOAD_ITL, features.WORKLOAD_POWER):
+        assert "log_comm_step_per_sequence_s" not in fs.numeric and "log_kv_step_per_sequence_s" in fs.numeric
+    assert set(steptime.TERMS) <= set(features.WORKLOAD_ITL.columns)
+
+
+def test_changing_the_requests_in_flight_equals_engineering_anew_with_every_term():
+    rows = pd.concat([featured(llm, n_gpus=n, concurrency=1.0).to_frame().T
+                      for llm, n in ((MIXTRAL, 2), (LLAMA_70B, 8), (LLAMA_70B, 1))], ignore_index=True)
+    for c in (1.0, 7.0, 300.0):
+        anew = pd.concat([featured(llm, n_gpus=n, concurrency=c).to_frame().T
+                          for llm, n in ((MIXTRAL, 2), (LLAMA_70B, 8), (LLAMA_70B, 1))], ignore_index=True)
+        moved = features.with_concurrency(rows, np.full(3, c))
+        for col in features.CONCURRENCY_FEATURES:
+            np.testing.assert_array_equal(moved[col].to_numpy(float), anew[col].to_numpy(float), err_msg=col)
+
+
+def test_a_moe_step_reads_the_shared_weights_and_the_touched_experts():
+    # Mixtral-8x7B (above): experts' weights X = 32 x 8 x expert; a step of b sequences touches 1 - (6/8)^b of them.
+    s = LLMS.get(MIXTRAL)
+    x = 32 * 8 * 3 * 4096 * 14336 / 1e9
+    assert physics.moe_expert_params_b(s.total_params_b, s.active_params_b, 2, 8) == pytest.approx(x, rel=1e-6)
+    for b in (1.0, 4.0):
+        f = featured(MIXTRAL, concurrency=b)
+        read = 2 * 1e9 * (s.total_params_b - x + x * (1 - (6 / 8) ** b))
+        assert f["weights_step_s"] == pytest.approx(read / 3352e9, rel=1e-6)
+
+
+# --------------------------------------------------------------------------------------------- the GPU catalog
+
+
+def test_every_catalogued_gpu_gives_its_interconnect_with_the_source_it_rests_on():
+    for g in GPUS:
+        assert g.interconnect_bandwidth_gb_s is not None, g.key
+        found = re.search(r"Interconnect: ([\d.]+) GB/s.*?Source: (\S+)", g.notes, flags=re.S)
+        assert found, f"{g.key}: notes say no 'Interconnect: ... Source: <url>'"
+        assert float(found.group(1)) == g.interconnect_bandwidth_gb_s, g.key
+        assert found.group(2) in g.source_urls and found.group(2).startswith("https://"), g.key
+    # a few headline figures (vendor spec sheets)
+    assert GPUS.get("NVIDIA H100 80GB HBM3").interconnect_bandwidth_gb_s == 900.0  # NVLink 4
+    assert GPUS.get("NVIDIA A100-SXM4-40GB").interconnect_bandwidth_gb_s == 600.0  # NVLink 3
+    assert GPUS.get("NVIDIA B200").interconnect_bandwidth_gb_s == 1800.0  # NVLink 5
+    assert GPUS.get("Tesla T4").interconnect_bandwidth_gb_s == 32.0  # PCIe Gen3 x16
+
+
+def test_the_physical_constants_live_in_physics_only():
+    src = ROOT / "src" / "wattgpu"
+    for name in ("FIXED_STEP_S_PER_LAYER", "ALLREDUCES_PER_LAYER", "PCIE_GEN4_X16_GB_S"):
+        defined = [p.relative_to(src).as_posix() for p in src.rglob("*.py")
+                   if re.search(rf"^{name}\s*=", p.read_text(), flags=re.M)]
+        assert defined == ["physics.py"], (name, defined)

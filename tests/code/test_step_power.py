@@ -1,0 +1,92 @@
+"""Power from the work of a decode step (modeling.steppower, issue 22): idle + busy x the step's bytes and FLOPs over
+the step time, within [idle, TDP]. Fitted on the test pipeline's real measurements (every source); the fits are
+FIXTURES (first-trial settings), never reported."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wattgpu import paths, physics
+from wattgpu.catalogs.gpus import load_gpu_catalog
+from wattgpu.catalogs.llms import load_llm_catalog
+from wattgpu.evaluation.runner import prepare_rows, target_rows
+from wattgpu.io import read_table
+from wattgpu.modeling.algorithms import make_estimator
+from wattgpu.modeling.predictor import Predictor
+
+PHYSICS_ONLY = {"ridge": 1000, "itl_alpha": 100, "n_estimators": 0}
+CORRECTED = {"ridge": 100, "itl_alpha": 100, "n_estimators": 200, "learning_rate": 0.05, "num_leaves": 15,
+             "min_child_samples": 20, "reg_lambda": 1.0, "colsample_bytree": 1.0}
+GPUS = ("NVIDIA A100-SXM4-40GB", "NVIDIA H100 NVL", "NVIDIA L4", "Tesla T4", "NVIDIA H200")
+LLM = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def fitted(pipeline):
+    gpus, llms = load_gpu_catalog(pipeline / paths.GPU_CATALOG), load_llm_catalog(pipeline / paths.LLM_CATALOG_TABLE)
+    rows = target_rows(prepare_rows(read_table(pipeline / paths.MEASUREMENTS), gpus, llms, source=None,
+                                    dense_only=False, offline_batch=256), "power")
+    models = {name: make_estimator("steppower", "power", "workload", hp, seed=42).fit(rows)
+              for name, hp in (("physics", PHYSICS_ONLY), ("corrected", CORRECTED))}
+    return rows, gpus, llms, models
+
+
+def _ask(fitted, name, requests) -> pd.DataFrame:
+    """The served answers (a Poisson load's requests in flight solved by the model's own step-time model) beside the
+    requests' featured rows."""
+    rows, gpus, llms, models = fitted
+    predictor = Predictor({"power": models[name], "itl": models[name].itl_}, gpus, llms, offline_batch=256)
+    featured = predictor.features(predictor.validate(requests))
+    return featured.assign(power_w=predictor.predict(requests)["power_w"].to_numpy())
+
+
+@pytest.mark.parametrize("name", ["physics", "corrected"])
+def test_power_stays_between_idle_and_the_power_limit_at_any_load(fitted, name):
+    requests = [{"gpu": g, "llm": LLM, "concurrency": c, "prompt_tokens": p, "output_tokens": 256}
+                for g in GPUS for c in (1, 8, 64, 512, 4096) for p in (16, 2048, 32_000)]
+    requests += [{"gpu": g, "llm": LLM, "scenario": "server", "request_rate_per_s": r}
+                 for g in GPUS for r in (1e-4, 0.3, 50.0)]
+    got = _ask(fitted, name, requests)
+    share = got["power_w"].to_numpy() / got["gpu_tdp_w"].to_numpy()
+    idle = fitted[3][name].idle_share(got)
+    assert np.isfinite(share).all()
+    assert (share <= 1.0 + 1e-12).all() and (share >= idle - 1e-12).all()
+    assert 0.05 < idle.min() and idle.max() < 0.6  # an idle GPU draws a fraction of its limit, not nothing or all
+
+
+def test_an_idle_poisson_load_draws_idle_power(fitted):
+    got = _ask(fitted, "physics", [{"gpu": g, "llm": LLM, "scenario": "server", "request_rate_per_s": 1e-5}
+                                   for g in GPUS])
+    share = got["power_w"].to_numpy() / got["gpu_tdp_w"].to_numpy()
+    np.testing.assert_allclose(share, fitted[3]["physics"].idle_share(got), rtol=1e-3)
+
+
+def test_a_faster_step_at_the_same_work_draws_more_watts(fitted, monkeypatch):
+    requests = [{"gpu": g, "llm": LLM, "concurrency": c} for g in GPUS for c in (1, 16, 128)]
+    model = fitted[3]["physics"]
+    before = _ask(fitted, "physics", requests)["power_w"].to_numpy()
+    slow_itl = model.itl_.predict
+    monkeypatch.setattr(model.itl_, "predict", lambda rows: 0.7 * slow_itl(rows))  # the same work, 30 % sooner
+    after = _ask(fitted, "physics", requests)
+    tdp = after["gpu_tdp_w"].to_numpy()
+    at_limit = before >= tdp * (1 - 1e-9)
+    assert (after["power_w"].to_numpy()[~at_limit] > before[~at_limit] * 1.01).all()
+    assert (after["power_w"].to_numpy() <= tdp + 1e-9).all()
+
+
+def test_power_rises_with_requests_in_flight_from_one_to_a_full_batch(fitted):
+    for name in ("physics", "corrected"):
+        got = _ask(fitted, name, [{"gpu": g, "llm": LLM, "concurrency": c} for g in GPUS for c in (1, 256)])
+        one, full = got["power_w"].to_numpy()[0::2], got["power_w"].to_numpy()[1::2]
+        tdp = got["gpu_tdp_w"].to_numpy()[0::2]
+        below = one < 0.9 * tdp  # a small GPU streams an 8B model near its limit already at one sequence
+        assert below.sum() >= 2 and (full[below] > one[below] * 1.05).all(), (name, one, full)
+        assert (full[~below] >= one[~below]).all() and (full <= tdp + 1e-9).all()
+
+
+def test_the_busy_fraction_is_one_for_a_closed_batch_and_poisson_below():
+    np.testing.assert_allclose(physics.busy_fraction([0.0, 0.5, 3.0], [False, False, False]), 1.0)
+    np.testing.assert_allclose(physics.busy_fraction([0.0, 0.5, 3.0], [True, True, True]),
+                               [0.0, 1 - np.exp(-0.5), 1 - np.exp(-3.0)])
