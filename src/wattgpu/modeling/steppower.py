@@ -90,7 +90,8 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
         return found
 
     def _inputs(self, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(u_mem, u_flops, busy, standardised spec sheet) at the step time the step-time model predicts."""
+        """(u_mem, u_flops, busy, the raw spec sheet) at the step time the step-time model predicts; `fit`
+        standardises the specs with the training GPUs' mean and scale, `_specs` does so for requests (clipped)."""
         b = np.maximum(rows["concurrency"].to_numpy(dtype=float), 1.0)
         memory_s = rows["weights_step_s"].to_numpy(dtype=float) + b * rows["kv_step_per_sequence_s"].to_numpy(float)
         compute_s = b * rows["compute_step_per_sequence_s"].to_numpy(dtype=float)
