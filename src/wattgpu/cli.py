@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import json
 from pathlib import Path
 
@@ -65,12 +66,25 @@ RateOpt = typer.Option(None, "--rate", help="requests per second (Poisson) [defa
     f"{k} {v:g}" for k, v in workload.SERVER_RATES.items()) + "]")
 PromptOpt = typer.Option(None, "--prompt-tokens", help=f"mean prompt tokens [default: {workload.DEFAULTS['prompt_tokens']:g}]")
 OutputOpt = typer.Option(None, "--output-tokens", help=f"mean output tokens [default: {workload.DEFAULTS['output_tokens']:g}]")
-NGpusOpt = typer.Option(None, "--gpus-per-replica", help=f"GPUs serving one replica [default: {workload.DEFAULTS['n_gpus']:g}]")
+NGpusOpt = typer.Option(None, "--gpus-per-replica", help="GPUs serving one replica, tensor x pipeline parallel (the "
+                        f"request field n_gpus) [default: {workload.DEFAULTS['n_gpus']:g}]")
 ConcOpt = typer.Option(None, "--concurrency", help="requests the engine runs at once (a closed batch); or --rate")
 PpOpt = typer.Option(None, "--pipeline-parallel", help="pipeline stages of the replica's GPUs [default: 1]")
-PrecOpt = typer.Option(None, "--precision", help=" | ".join(workload.PRECISION_BYTES) + " [default: bf16]")
-EngineOpt = typer.Option(None, "--engine", help=" | ".join(workload.ENGINES) + f" [default: {workload.DEFAULT_ENGINE}]")
-VersionOpt = typer.Option(None, "--engine-version", help=f"e.g. 0.11 [default: {workload.DEFAULT_ENGINE_VERSION}]")
+PrecOpt, ExpertPrecOpt, KvPrecOpt, EngineOpt, VersionOpt = (  # --precision ... --engine-version
+    typer.Option(None, "--" + k.replace("_", "-"), help=workload.HELP[k]) for k in workload.HELP)
+# the replica's shape (no source measured it: answered from the physics, flagged): workload.SHAPE_HELP
+EpOpt, SpecOpt, SpecDraftOpt, SpecAcceptOpt = (
+    typer.Option(None, "--" + k.replace("_", "-"), help=workload.SHAPE_HELP[k])
+    for k in ("expert_parallel", "speculative", "spec_draft_tokens", "spec_accept_length"))
+DpAttnOpt = typer.Option(False, "--dp-attention", help=workload.SHAPE_HELP["dp_attention"])
+# workload.workload's arguments, each a predict / recommend option of the same name (but n_gpus: --gpus-per-replica)
+WORKLOAD_OPTIONS = tuple(name for name in inspect.signature(workload.workload).parameters if name != "n_gpus")
+
+
+def _workload(options: dict) -> dict:
+    """The request's workload fields from a command's options (its locals())."""
+    return workload.workload(n_gpus=options["gpus_per_replica"], **{k: options[k] for k in WORKLOAD_OPTIONS})
+
 JsonOpt = typer.Option(False, "--json", help="machine-readable output")
 LlmOpt = typer.Option(None, "--llm", help="a catalog LLM name or alias")
 LlmConfigOpt = typer.Option(None, "--llm-config", exists=True, dir_okay=False, help="a Hugging Face config.json")
@@ -87,7 +101,10 @@ def predict_cmd(
     scenario: str = typer.Option(None, "--scenario", help=ScenarioHelp), concurrency: float = ConcOpt,
     rate: float = RateOpt, prompt_tokens: float = PromptOpt, output_tokens: float = OutputOpt,
     gpus_per_replica: int = NGpusOpt, pipeline_parallel: int = PpOpt, precision: str = PrecOpt,
-    engine: str = EngineOpt, engine_version: str = VersionOpt, as_json: bool = JsonOpt, models: Path = ModelsOpt,
+    expert_precision: str = ExpertPrecOpt, kv_precision: str = KvPrecOpt, engine: str = EngineOpt,
+    engine_version: str = VersionOpt, expert_parallel: int = EpOpt, dp_attention: bool = DpAttnOpt,
+    speculative: str = SpecOpt, spec_draft_tokens: int = SpecDraftOpt, spec_accept_length: float = SpecAcceptOpt,
+    as_json: bool = JsonOpt, models: Path = ModelsOpt,
     input_csv: Path = typer.Option(None, "--input", exists=True, dir_okay=False,
                                    help="batch: a CSV of requests (columns as documented in wattgpu.request)"),
     output_csv: Path = typer.Option(None, "--output", help="batch: predictions CSV (rejected rows: <output>.rejected.csv)"),
@@ -105,8 +122,7 @@ def predict_cmd(
         with progress_bar("predicting") as advance:
             done = service.predict_csv(model_set, input_csv, output_csv, progress=advance)
         return typer.echo(done, err=True)
-    w = workload.workload(scenario, rate, prompt_tokens, output_tokens, gpus_per_replica, concurrency,
-                          pipeline_parallel, precision, engine, engine_version)
+    w = _workload(locals())
     answer = service.predict_one(model_set, resolve.gpu_choice(gpu, gpu_spec, model_set.gpus),
                                  resolve.llm_choice(llm, llm_config, model_set.llms), w, fractions,
                                  use_cache=not no_cache)
@@ -137,8 +153,10 @@ def recommend_cmd(
                                   "total-cost (energy + GPU hours; needs both prices)"),
     rate: float = RateOpt, prompt_tokens: float = PromptOpt, output_tokens: float = OutputOpt,
     gpus_per_replica: int = NGpusOpt, pipeline_parallel: int = PpOpt, precision: str = PrecOpt,
-    engine: str = EngineOpt, engine_version: str = VersionOpt, as_json: bool = JsonOpt, models: Path = ModelsOpt,
-    no_cache: bool = NoCacheOpt,
+    expert_precision: str = ExpertPrecOpt, kv_precision: str = KvPrecOpt, engine: str = EngineOpt,
+    engine_version: str = VersionOpt, expert_parallel: int = EpOpt, dp_attention: bool = DpAttnOpt,
+    speculative: str = SpecOpt, spec_draft_tokens: int = SpecDraftOpt, spec_accept_length: float = SpecAcceptOpt,
+    as_json: bool = JsonOpt, models: Path = ModelsOpt, no_cache: bool = NoCacheOpt,
 ) -> None:
     """Rank the GPUs that can hold the LLM by --objective (default: energy per million tokens), among those meeting
     --max-itl-ms at the --confidence upper bound and the power budget; energy and costs per million generated
@@ -148,9 +166,7 @@ def recommend_cmd(
     costs = planner.Costs(pue, price_per_kwh, gpu_price_per_hour, objective)
     model_set = ModelSet.load(models)
     names = [n.strip() for n in gpus.split(",") if n.strip()] if gpus is not None else None
-    answer = service.recommend(model_set, resolve.llm_choice(llm, llm_config, model_set.llms),
-                               workload.workload(scenario, rate, prompt_tokens, output_tokens, gpus_per_replica,
-                                                 concurrency, pipeline_parallel, precision, engine, engine_version),
+    answer = service.recommend(model_set, resolve.llm_choice(llm, llm_config, model_set.llms), _workload(locals()),
                                constraints, names, costs, use_cache=not no_cache)
     if as_json:
         typer.echo(console.recommend_json(answer))

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.workload import (DEFAULT_ENGINE, ENGINES, MAX_OUTPUT_TOKENS, OFFLINE_RATE, PRECISION_BYTES, engine_generation,
-                              version_number)
+from wattgpu.workload import (DEFAULT_ENGINE, MAX_OUTPUT_TOKENS, MEASURED_ENGINES, OFFLINE_RATE, PRECISION_BYTES,
+                              SPECULATIVE, engine_generation, measured_engine, spec_defaults, version_number)
 
 PAPER_KV_TOKENS = 512 + 128  # the paper's KV-cache size: one 512-token prompt + 128 generated tokens
 PAPER_TOKENS_PER_REQUEST = 1000 + MAX_OUTPUT_TOKENS  # the paper's concurrency estimate: 1,000 context tokens + the cap
@@ -29,7 +29,7 @@ GPU_FIELDS = (
 LLM_FIELDS = (
     "total_params_b", "active_params_b", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
     "head_dim", "intermediate_size", "vocab_size", "family", "is_moe", "num_experts", "experts_per_token",
-    "kv_layers", "kv_values_per_layer", "sliding_window", "weight_precision",
+    "kv_layers", "kv_values_per_layer", "sliding_window", "state_values_per_sequence", "weight_precision",
 )
 
 
@@ -55,10 +55,13 @@ def kv_bytes_per_token(df: pd.DataFrame) -> pd.Series:
     return pd.Series(_kv_bytes_per_token(_Columns(df)), index=df.index)
 
 
-def kv_bytes_per_sequence(df: pd.DataFrame, context_tokens) -> pd.Series:
+def kv_bytes_per_sequence(df: pd.DataFrame, context_tokens, bytes_per_value=None) -> pd.Series:
     """KV cache bytes of one sequence at `context_tokens` per row, sliding-window layers capped at their window
-    (physics.kv_bytes_per_sequence, at physics.kv_bytes_per_value bytes per value; 0 if attention-free)."""
-    return pd.Series(_kv_bytes_per_sequence(_Columns(df), np.asarray(context_tokens, dtype=float)), index=df.index)
+    (physics.kv_bytes_per_sequence, at `bytes_per_value` per value: default, each row's `kv_precision` where the frame
+    has it, else physics.kv_bytes_per_value(), 16-bit; 0 if attention-free)."""
+    cols = _Columns(df)
+    per_value = _kv_value_bytes(cols) if bytes_per_value is None else bytes_per_value
+    return pd.Series(_kv_bytes_per_sequence(cols, np.asarray(context_tokens, dtype=float), per_value), index=df.index)
 
 
 def _kv_layout(cols: _Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -74,8 +77,35 @@ def _kv_bytes_per_token(cols: _Columns) -> np.ndarray:
     return _fill(physics.kv_bytes_per_token(full + sliding, values), 0.0)
 
 
-def _kv_bytes_per_sequence(cols: _Columns, context_tokens: np.ndarray) -> np.ndarray:
-    return _fill(physics.kv_bytes_per_sequence(context_tokens, *_kv_layout(cols), physics.kv_bytes_per_value()), 0.0)
+def _kv_bytes_per_sequence(cols: _Columns, context_tokens: np.ndarray, bytes_per_value=None) -> np.ndarray:
+    """At `bytes_per_value` per value (a number or one per row; default physics.kv_bytes_per_value(), 16-bit: the
+    paper-era features keep it whatever the request's KV precision)."""
+    per_value = physics.kv_bytes_per_value() if bytes_per_value is None else bytes_per_value
+    state = (_fill(cols.num("llm_state_values_per_sequence"), 0.0) if "llm_state_values_per_sequence" in cols
+             else 0.0)  # linear-attention / state-space layers' fixed state: none where the catalog has no column
+    return _fill(physics.kv_bytes_per_sequence(context_tokens, *_kv_layout(cols), per_value, state), 0.0)
+
+
+def _kv_value_bytes(cols: _Columns) -> np.ndarray:
+    """Bytes per cached K or V value per row: its `kv_precision` (physics.kv_bytes_per_value), 16-bit where the
+    frame has none (no measured run states a quantised KV cache)."""
+    if "kv_precision" not in cols.frame:
+        return np.full(len(cols.frame), physics.kv_bytes_per_value())
+    codes, values = pd.factorize(cols.frame["kv_precision"], use_na_sentinel=False)
+    return np.array([physics.kv_bytes_per_value(v if isinstance(v, str) else None) for v in values],
+                    dtype=float)[codes]
+
+
+def _weight_bytes(cols: _Columns, column: str, fallback) -> np.ndarray:
+    """Bytes per weight per row from a precision column (workload.PRECISION_BYTES), `fallback` where the frame has no
+    such column or the cell is not a known precision."""
+    fallback = np.broadcast_to(np.asarray(fallback, dtype=float), (len(cols.frame),))
+    if column not in cols.frame:
+        return np.array(fallback, dtype=float)
+    codes, values = pd.factorize(cols.frame[column], use_na_sentinel=False)
+    known = np.array([PRECISION_BYTES.get(v, np.nan) if isinstance(v, str) else np.nan for v in values],
+                     dtype=float)[codes]
+    return np.where(np.isnan(known), fallback, known)
 
 
 class _Columns(dict):
@@ -197,7 +227,8 @@ def _workload_features(out: _Columns) -> None:
     context_prompt = _fill(prompt, 0)
     layers, heads, head_dim = _attention_shape(out)
     out["weights_step_s"] = np.full(n, np.nan)  # placeholders keep the columns' order: _concurrency_features
-    out["kv_step_per_sequence_s"] = _kv_bytes_per_sequence(out, _fill(prompt, 0) + answer / 2) / step["bandwidth"]
+    out["kv_step_per_sequence_s"] = _kv_bytes_per_sequence(out, _fill(prompt, 0) + answer / 2,
+                                                           step["kv_bytes"]) / step["bandwidth"]
     flops = physics.flops_per_generated_token(active, layers, heads, head_dim, context_prompt, answer)
     out["compute_step_per_sequence_s"] = physics.compute_time_s(flops, out.num("gpu_fp16_tensor_tflops") * tp)
     out["comm_step_per_sequence_s"] = physics.interconnect_s(
@@ -214,27 +245,35 @@ def _workload_features(out: _Columns) -> None:
         if "request_rate_per_s" in out else np.zeros(n)
     # How many such sequences the KV cache holds beside the weights (a batch near it preempts and recomputes).
     tokens = _fill(prompt, 0) + answer
-    fit = physics.kv_fit_sequences(out.num("gpu_memory_gb"), tp * pp, physics.weights_gb(total, weight_bytes),
-                                   _kv_bytes_per_sequence(out, tokens))
+    weights_gb = physics.weights_gb(total, weight_bytes, step["expert_params"], step["expert_bytes"])
+    fit = physics.kv_fit_sequences(out.num("gpu_memory_gb"), tp * pp, weights_gb,
+                                   _kv_bytes_per_sequence(out, tokens, step["kv_bytes"]))
     out["log_kv_fit_sequences"] = np.log(np.clip(fit, 1.0, 1e6))
     out["log_tensor_parallel"], out["log_pipeline_parallel"] = np.log(tp), np.log(np.broadcast_to(pp, n))
-    out["weight_bytes_per_param"] = weight_bytes
+    # bytes per weight over the whole model (the experts' own precision weighed in) and per KV value
+    out["weight_bytes_per_param"] = physics.mean_bytes_per_param(total, weight_bytes, step["expert_params"],
+                                                                 step["expert_bytes"])
+    out["kv_bytes_per_value"] = step["kv_bytes"]
     out["log_prompt_tokens"] = np.log(np.maximum(prompt, 1.0))  # NaN where the source does not say
     out["prompt_unknown"] = np.isnan(prompt).astype(float)
     out["log_active_params_b"] = np.log(active)
     out["active_share"] = active / total
     engine = out.frame["engine"].to_numpy() if "engine" in out else np.full(n, DEFAULT_ENGINE, dtype=object)
-    for name in ENGINES:
-        out[f"engine_{name}"] = (engine == name).astype(float)
     version = out.frame["engine_version"] if "engine_version" in out else pd.Series("", index=out.frame.index)
     codes, pairs = pd.factorize(pd.Series(list(zip(engine, version.fillna("").astype(str))), index=out.frame.index))
+    # an engine no source measured is featured as the measured family and release it is answered as
+    # (workload.ENGINE_PROXIES; flagged by modeling.coverage)
+    pairs = [measured_engine(e, v) for e, v in pairs]
+    family = np.array([e for e, _ in pairs], dtype=object)[codes] if len(pairs) else np.array([], dtype=object)
+    for name in MEASURED_ENGINES:
+        out[f"engine_{name}"] = (family == name).astype(float)
     # the release (a model input; estimator.as_measured_release answers an unmeasured one as a measured release of
     # its generation) and its generation (workload.ENGINE_GENERATIONS)
     out["engine_version_num"] = np.array([version_number(v) for _, v in pairs], dtype=float)[codes]
     out["engine_generation"] = np.array([engine_generation(e, v) for e, v in pairs], dtype=float)[codes]
     out["gpu_is_amd"] = out.text("gpu_vendor", "", lambda v: v.lower() == "amd")
     out["gpu_is_intel"] = out.text("gpu_vendor", "", lambda v: v.lower() == "intel")
-    out["weights_memory_fraction_replica"] = (weight_bytes * total) / (out.num("gpu_memory_gb") * tp * pp)
+    out["weights_memory_fraction_replica"] = weights_gb / (out.num("gpu_memory_gb") * tp * pp)
 
 
 def _attention_shape(cols: _Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -249,25 +288,27 @@ def _attention_shape(cols: _Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def _step_inputs(cols: _Columns) -> dict:
-    """What a decode step's terms are built from: parallelism, bytes per weight, the replica's memory bandwidth
-    (`bandwidth`: bytes/s; `bandwidth_gb_s`), the GPU-to-GPU interconnect (where the spec does not give it, PCIe
-    Gen4 x16: physics.PCIE_GEN4_X16_GB_S) and the MoE layout (parameters, experts per token, experts)."""
+    """What a decode step's terms are built from: parallelism, bytes per weight (`weight_bytes`; the routed experts'
+    `expert_bytes` where the row gives an `expert_precision`, else the same) and per KV value (`kv_bytes`, the row's
+    `kv_precision`, else 16-bit), the replica's memory bandwidth (`bandwidth`: bytes/s; `bandwidth_gb_s`), the
+    GPU-to-GPU interconnect (where the spec does not give it, PCIe Gen4 x16: physics.PCIE_GEN4_X16_GB_S) and the
+    MoE layout (parameters, experts per token, experts, the routed experts' parameters `expert_params`)."""
     n_gpus = cols.num("n_gpus")
     tp = _fill(cols.num("tensor_parallel"), n_gpus) if "tensor_parallel" in cols else n_gpus
     pp = _fill(cols.num("pipeline_parallel"), 1.0) if "pipeline_parallel" in cols else 1.0
-    precision = cols.frame["precision"] if "precision" in cols else pd.Series("bf16", index=cols.frame.index)
-    codes, values = pd.factorize(precision, use_na_sentinel=False)
-    weight_bytes = np.array([PRECISION_BYTES.get(v, physics.BYTES_FP16) if isinstance(v, str) else physics.BYTES_FP16
-                             for v in values], dtype=float)[codes]
+    weight_bytes = _weight_bytes(cols, "precision", physics.BYTES_FP16)
+    expert_bytes = _weight_bytes(cols, "expert_precision", weight_bytes)
     total, active = cols.num("llm_total_params_b"), cols.num("llm_active_params_b")
     experts = cols.num("llm_num_experts") if "llm_num_experts" in cols else np.full(len(total), np.nan)
     top_k = cols.num("llm_experts_per_token") if "llm_experts_per_token" in cols else experts
     interconnect = cols.num("gpu_interconnect_bandwidth_gb_s") if "gpu_interconnect_bandwidth_gb_s" in cols \
         else np.full(len(total), np.nan)
     bandwidth_gb_s = cols.num("gpu_memory_bandwidth_gb_s")
-    return {"tp": tp, "pp": pp, "weight_bytes": weight_bytes, "bandwidth": bandwidth_gb_s * 1e9 * tp,
+    return {"tp": tp, "pp": pp, "weight_bytes": weight_bytes, "expert_bytes": expert_bytes,
+            "kv_bytes": _kv_value_bytes(cols), "bandwidth": bandwidth_gb_s * 1e9 * tp,
             "bandwidth_gb_s": bandwidth_gb_s * tp, "interconnect_gb_s": _fill(interconnect, physics.PCIE_GEN4_X16_GB_S),
-            "total": total, "active": active, "top_k": top_k, "experts": experts}
+            "total": total, "active": active, "top_k": top_k, "experts": experts,
+            "expert_params": physics.moe_expert_params_b(total, active, top_k, experts)}
 
 
 def _concurrency_features(cols: _Columns, concurrency: np.ndarray, step: dict) -> dict[str, np.ndarray]:
@@ -275,7 +316,8 @@ def _concurrency_features(cols: _Columns, concurrency: np.ndarray, step: dict) -
     c = np.asarray(concurrency, dtype=float)
     b = np.maximum(c, 1.0)
     weights = physics.read_s(physics.weights_read_per_step_bytes(step["total"], step["active"], step["top_k"],
-                                                                 step["experts"], b, step["weight_bytes"]),
+                                                                 step["experts"], b, step["weight_bytes"],
+                                                                 step["expert_bytes"]),
                              step["bandwidth_gb_s"])
     per_sequence = cols.num("kv_step_per_sequence_s") + cols.num("compute_step_per_sequence_s") \
         + cols.num("comm_step_per_sequence_s")
@@ -296,6 +338,135 @@ def with_concurrency(featured: pd.DataFrame, concurrency) -> pd.DataFrame:
         for name, values in _concurrency_features(cols, out["concurrency"].to_numpy(), _step_inputs(cols)).items():
             out[name] = values
     return out
+
+
+# ------------------------------------------------------------------------------------------------- the replica's shape
+# Request columns of the replica's shape (workload.REPLICA_SHAPE) and the values a frame without them has.
+SHAPE_COLUMNS = {"expert_parallel": 1.0, "dp_attention": False, "speculative": "none", "spec_draft_tokens": np.nan,
+                 "spec_accept_length": np.nan}
+
+
+def _shape(cols: _Columns) -> dict[str, np.ndarray]:
+    """Each row's replica shape: expert parallel N, DP attention, the speculative method, draft tokens d and accept
+    length a (0 and 1 without speculation; the method's defaults, workload.SPECULATIVE, where not given), and
+    `shaped`: whether any differs from the plain tensor-parallel replica the models were trained on."""
+    n = len(cols.frame)
+    frame = cols.frame
+    ep = _fill(frame["expert_parallel"].to_numpy(dtype=float), 1.0) if "expert_parallel" in frame else np.ones(n)
+    dp = frame["dp_attention"].fillna(False).to_numpy(dtype=bool) if "dp_attention" in frame else np.zeros(n, bool)
+    method = frame["speculative"].fillna("none").astype(str).to_numpy() if "speculative" in frame \
+        else np.full(n, "none", dtype=object)
+    given = {k: frame[k].to_numpy(dtype=float) if k in frame else np.full(n, np.nan)
+             for k in ("spec_draft_tokens", "spec_accept_length")}
+    draft, accept = np.zeros(n), np.ones(n)
+    for m in set(method) & set(SPECULATIVE):
+        at = method == m
+        d, a = zip(*(spec_defaults(m, x, y) for x, y in zip(given["spec_draft_tokens"][at],
+                                                             given["spec_accept_length"][at])))
+        draft[at], accept[at] = d, a
+    return {"ep": ep, "dp": dp, "method": method, "draft": draft, "accept": accept,
+            "shaped": (ep > 1) | dp | (draft > 0)}
+
+
+def replica_shape_ratio(featured: pd.DataFrame) -> np.ndarray:
+    """Per row, what its replica's shape (expert parallel, DP attention, speculative decoding) does to the ITL: the
+    models' ITL for the same replica without them times this is the ITL per emitted token with them
+    (physics.replica_itl_ratio of physics.replica_step_s with and without, at the row's requests in flight). Exactly
+    1 where the row has none of them (every measured row, every request that leaves them out)."""
+    cols = _Columns(featured)
+    shape = _shape(cols)
+    ratio = np.ones(len(featured))
+    if not shape["shaped"].any():
+        return ratio
+    at = np.flatnonzero(shape["shaped"])
+    sub = _Columns(featured.iloc[at])
+    shape = {k: v[at] for k, v in shape.items()}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio[at] = _shape_ratio(sub, shape)
+    return ratio
+
+
+def _shape_ratio(cols: _Columns, shape: dict[str, np.ndarray]) -> np.ndarray:
+    step = _step_inputs(cols)
+    tp, pp, total, active = step["tp"], step["pp"], step["total"], step["active"]
+    b = np.maximum(cols.num("concurrency"), 1.0)
+    prompt = _fill(cols.num("prompt_tokens_mean"), 0.0)
+    answer = np.maximum(cols.num("output_tokens_mean"), 1.0)
+    layers, heads, head_dim = _attention_shape(cols)
+    full, sliding, _, values = _kv_layout(cols)
+    bandwidth, tflops = cols.num("gpu_memory_bandwidth_gb_s"), cols.num("gpu_fp16_tensor_tflops")
+    hidden = cols.num("llm_hidden_size")
+    moe = step["expert_params"] > 0
+    top_k = _fill(step["top_k"], 1.0)
+
+    def weights_read(tokens):
+        return physics.weights_read_per_step_bytes(total, active, step["top_k"], step["experts"], tokens,
+                                                   step["weight_bytes"], step["expert_bytes"])
+
+    attention = physics.attention_weight_bytes(physics.attention_params_b(
+        _fill(full + sliding, 0.0), hidden, heads, head_dim, _fill(values, 0.0)), step["weight_bytes"])
+    kv = _kv_bytes_per_sequence(cols, prompt + answer / 2, step["kv_bytes"])
+    latent = ~np.isnan(cols.num("llm_kv_values_per_layer")) if "llm_kv_values_per_layer" in cols \
+        else np.zeros(len(b), bool)
+    kv_heads = cols.num("llm_num_kv_heads") if "llm_num_kv_heads" in cols else np.full(len(b), np.nan)
+    linear = physics.linear_flops_per_token(active)
+    decode = linear + physics.attention_flops_per_token(layers, heads, head_dim,
+                                                        physics.decode_context_tokens(prompt, answer))
+    prefill = prompt * (linear + physics.attention_flops_per_token(layers, heads, head_dim, prompt / 2)) / answer
+    fixed = physics.fixed_step_s(layers) + physics.pipeline_stage_s(layers, pp)
+    common = dict(prefill_flops_per_token=prefill, fixed_s=fixed, tensor_parallel=tp, bandwidth_gb_s=bandwidth,
+                  tflops=tflops, interconnect_gb_s=step["interconnect_gb_s"])
+    without = physics.replica_step_s(
+        b, weights_read(b), attention, kv, physics.kv_shards(tp, kv_heads, latent, False), decode,
+        comm_bytes_per_token=physics.replica_comm_bytes_per_token(layers, hidden, tp), **common)
+    verify, accept, draft = shape["draft"] + 1, shape["accept"], shape["draft"]
+    draft_layers = np.array([physics.DRAFT_LAYERS.get(m, 0) for m in shape["method"]], dtype=float)
+    # MTP: one of the target's own layers (its experts too); EAGLE: one dense layer of the target's width
+    layer_read = np.where(shape["method"] == "mtp", weights_read(b) / layers, active * 1e9 * step["weight_bytes"]
+                          / layers)
+    vocab = cols.num("llm_vocab_size") if "llm_vocab_size" in cols else np.zeros(len(b))
+    draft_s = physics.draft_pass_s(draft_layers, layer_read, _fill(vocab, 0.0) * hidden / 1e9,
+                                   physics.linear_flops_per_token(active / layers), b, tp, bandwidth, tflops,
+                                   step["weight_bytes"])
+    with_ = physics.replica_step_s(
+        b, weights_read(b * verify), attention, kv, physics.kv_shards(tp, kv_heads, latent, shape["dp"]), decode,
+        comm_bytes_per_token=physics.replica_comm_bytes_per_token(layers, hidden, tp, shape["ep"], shape["dp"], moe,
+                                                                  top_k),
+        dp_attention=shape["dp"], verify_tokens=verify, accept_length=accept, draft_tokens=draft, draft_s=draft_s,
+        **common)
+    return physics.replica_itl_ratio(with_, without, accept)
+
+
+def replica_fit_ratio(rows: pd.DataFrame, context_tokens) -> np.ndarray:
+    """Per row, the sequences whose KV cache (at `context_tokens`) fits beside the weights under DP attention
+    (physics.kv_fit_sequences_per_gpu: each sequence cached whole on one GPU, the attention weights whole on every
+    GPU) over those today's rule for the replica holds (physics.kv_fit_sequences: the replica's memory pooled, the
+    KV cache split evenly). The rule is kept for every other row; DP attention's fit is physical, so it is not
+    scaled from the rule (which already splits a latent (MLA) KV cache that tensor parallelism would replicate).
+    Exactly 1 where the row has no DP attention."""
+    cols = _Columns(rows)
+    shape = _shape(cols)
+    ratio = np.ones(len(rows))
+    at = np.flatnonzero(shape["dp"])
+    if not len(at):
+        return ratio
+    cols = _Columns(rows.iloc[at])
+    step = _step_inputs(cols)
+    tp, pp = step["tp"], step["pp"]
+    layers, heads, head_dim = _attention_shape(cols)
+    full, sliding, _, values = _kv_layout(cols)
+    attention_gb = physics.attention_weight_bytes(physics.attention_params_b(
+        _fill(full + sliding, 0.0), cols.num("llm_hidden_size"), heads, head_dim, _fill(values, 0.0)),
+        step["weight_bytes"]) / 1e9
+    weights = physics.weights_gb(step["total"], step["weight_bytes"], step["expert_params"], step["expert_bytes"])
+    per_gpu = weights / (tp * pp)
+    kv = _kv_bytes_per_sequence(cols, np.asarray(context_tokens, dtype=float)[at], step["kv_bytes"])
+    memory = cols.num("gpu_memory_gb")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        base = physics.kv_fit_sequences(memory, tp * pp, weights, kv)
+        dp = physics.kv_fit_sequences_per_gpu(memory, per_gpu + attention_gb * (1 - 1 / tp) / pp, kv, tp * pp)
+        ratio[at] = _fill(dp / base, 1.0)
+    return ratio
 
 
 def _physics_features(out: _Columns, offline: np.ndarray, offline_batch: float) -> None:
@@ -442,7 +613,7 @@ WORKLOAD_CONTEXT = (  # independent of concurrency
     "bandwidth_per_tdp_gb_s_w", "tflops_per_tdp_w", "is_gddr", "gpu_release_year", "gpu_is_amd", "gpu_is_intel",
     "weights_memory_fraction_replica", "log_tensor_parallel", "log_pipeline_parallel", "weight_bytes_per_param",
     "log_prompt_tokens", "prompt_unknown", "log_output_tokens", "poisson_arrivals", "log_kv_fit_sequences",
-    *(f"engine_{e}" for e in ENGINES), "engine_version_num",
+    *(f"engine_{e}" for e in MEASURED_ENGINES), "engine_version_num",
 )
 WORKLOAD_POWER = FeatureSet("workload", numeric=("log_batch", "concurrency_duty", "busy_fraction", *WORKLOAD_CONTEXT),
                             monotone=("log_batch", "concurrency_duty", "busy_fraction"))

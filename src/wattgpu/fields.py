@@ -66,11 +66,13 @@ LLM_CONFIG: dict[str, Bounds] = {
     "kv_layers": Bounds(0, 1000, integer=True),  # layers caching the whole context (0: a window on every layer)
     "sliding_window": Bounds(1, 100_000_000, integer=True),  # tokens a sliding-window layer caches (the other layers)
     "kv_values_per_layer": Bounds(1, 1_000_000, integer=True),  # cached values per token and layer (latent attention)
+    # fixed state of the linear-attention / state-space layers, values per sequence (Mamba, Gated DeltaNet, ...)
+    "state_values_per_sequence": Bounds(0, 100_000_000_000, integer=True),
 }
 LLM_CONFIG_REQUIRED = ("total_params_b", "num_layers", "hidden_size")
 LLM_CONFIG_OPTIONAL = ("active_params_b", "num_attention_heads", "num_kv_heads", "head_dim", "intermediate_size",
                        "vocab_size", "num_experts", "experts_per_token", "kv_layers", "kv_values_per_layer",
-                       "sliding_window")
+                       "sliding_window", "state_values_per_sequence")
 LLM_CONFIG_TEXT = ("family", "weight_precision")
 
 # Spec fields that cannot exceed another: (lower, upper), checked on catalog entries and on requests alike.
@@ -85,8 +87,16 @@ WORKLOAD: dict[str, Bounds] = {
     "output_tokens": Bounds(1, 1_000_000),
     "n_gpus": Bounds(1, 64, integer=True),  # GPUs serving one model replica (tensor x pipeline parallel)
     "pipeline_parallel": Bounds(1, 64, integer=True),
+    # the replica's shape (workload.REPLICA_SHAPE; physics.replica_step_s): routed experts spread whole over this many
+    # of the replica's GPUs (expert parallel; 1: every expert sliced over the tensor-parallel GPUs)
+    "expert_parallel": Bounds(1, 64, integer=True),
+    # speculative decoding: draft tokens proposed per sequence and step, and the mean tokens a step emits per
+    # sequence (the accepted drafts + the target's own bonus token; more than 1, at most draft tokens + 1)
+    "spec_draft_tokens": Bounds(1, 16, integer=True),
+    "spec_accept_length": Bounds(1, 17),
 }
-WORKLOAD_TEXT = ("precision", "engine", "engine_version")
+WORKLOAD_TEXT = ("precision", "engine", "engine_version", "speculative")
+WORKLOAD_FLAGS = ("dp_attention",)  # true / false (also 1 / 0, yes / no); absent: false
 # Names and other text (catalog keys and aliases, request labels): printable, one line, and not too long.
 TEXT_MAX_CHARS = 200
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"  # no newline, tab or other control character

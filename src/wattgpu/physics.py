@@ -21,9 +21,10 @@ def kv_values_per_layer(num_kv_heads, head_dim):
 
 
 def kv_bytes_per_value(kv_cache_dtype: str | None = None) -> float:
-    """Bytes per cached K or V value: 1 where a run states an 8-bit KV cache (kv_cache_dtype fp8, fp8_e4m3,
-    fp8_e5m2, int8), else 2. The weights' precision does not set it: vLLM's default kv_cache_dtype `auto` keeps the
-    16-bit activation dtype under FP8 or 4-bit weights alike (no measured run states a quantised KV cache)."""
+    """Bytes per cached K or V value: 1 where a run states (or a request asks for, `kv_precision`) an 8-bit KV cache
+    (kv_cache_dtype fp8, fp8_e4m3, fp8_e5m2, int8), else 2 (bf16, fp16, auto). The weights' precision does not set
+    it: vLLM's default kv_cache_dtype `auto` keeps the 16-bit activation dtype under FP8 or 4-bit weights alike (no
+    measured run states a quantised KV cache)."""
     dtype = str(kv_cache_dtype or "auto").strip().lower()
     return float(BYTES_8BIT if dtype.startswith("fp8") or dtype == "int8" else BYTES_FP16)
 
@@ -61,19 +62,40 @@ def kv_bytes_per_token(kv_layers, values_per_layer, bytes_per_value: float = BYT
 
 
 def kv_bytes_per_sequence(context_tokens, full_layers, sliding_layers, window_tokens, values_per_layer,
-                          bytes_per_value: float = BYTES_FP16):
+                          bytes_per_value: float = BYTES_FP16, state_values=0.0):
     """KV cache of one sequence at `context_tokens`: values per layer x bytes per value x (full layers x context +
-    sliding layers x min(context, window)). A full-attention layer caches every token of the context; a
-    sliding-window layer only the last `window_tokens` (NaN: no window, the whole context)."""
+    sliding layers x min(context, window)) + state values x bytes per value. A full-attention layer caches every
+    token of the context; a sliding-window layer only the last `window_tokens` (NaN: no window, the whole context);
+    a linear-attention or state-space layer (Mamba, Gated DeltaNet) keeps a fixed state per sequence whatever the
+    context (`state_values`, the catalog's state_values_per_sequence), read and rewritten every decode step like the
+    KV cache. The state is counted at the KV cache's bytes per value (the engines' default cache dtype `auto`; a
+    model that asks a float32 state, as Nemotron-H's mamba_ssm_cache_dtype does, holds twice that: not modelled)."""
     context = np.asarray(context_tokens, dtype=float)
     window = np.asarray(window_tokens, dtype=float)
     cached = np.minimum(context, np.where(np.isnan(window), np.inf, window))
-    return values_per_layer * bytes_per_value * (full_layers * context + sliding_layers * cached)
+    return bytes_per_value * (values_per_layer * (full_layers * context + sliding_layers * cached) + state_values)
 
 
-def weights_gb(params_b, bytes_per_param: float = BYTES_FP16):
-    """Memory the weights take: billions of parameters x bytes each = GB."""
-    return bytes_per_param * params_b
+def weights_gb(params_b, bytes_per_param: float = BYTES_FP16, expert_params_b=0.0, expert_bytes_per_param=None):
+    """Memory the weights take: billions of parameters x bytes each = GB. A mixture of experts whose routed experts
+    (`expert_params_b` of the parameters, moe_expert_params_b) are stored at `expert_bytes_per_param` (e.g. NVFP4
+    experts, the rest FP8): bytes x params + (expert bytes - bytes) x expert params. Exactly bytes x params where the
+    experts' precision is not given or is the same."""
+    if expert_bytes_per_param is None:
+        return bytes_per_param * params_b
+    b, eb = np.asarray(bytes_per_param, dtype=float), np.asarray(expert_bytes_per_param, dtype=float)
+    plain = b * params_b
+    return np.where(eb == b, plain, plain + (eb - b) * np.asarray(expert_params_b, dtype=float))
+
+
+def mean_bytes_per_param(params_b, bytes_per_param, expert_params_b=0.0, expert_bytes_per_param=None):
+    """Bytes per weight over the whole model (weights_gb / params): `bytes_per_param` itself unless the routed
+    experts are stored at another precision."""
+    if expert_bytes_per_param is None:
+        return bytes_per_param
+    b, eb = np.asarray(bytes_per_param, dtype=float), np.asarray(expert_bytes_per_param, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(eb == b, b, weights_gb(params_b, b, expert_params_b, eb) / np.asarray(params_b, dtype=float))
 
 
 def weight_stream_s(params_b, bandwidth_gb_s):
@@ -170,17 +192,22 @@ def moe_expert_params_b(total_params_b, active_params_b, experts_per_token, num_
 
 
 def weights_read_per_step_bytes(total_params_b, active_params_b, experts_per_token, num_experts, concurrency,
-                                bytes_per_param=BYTES_FP16):
+                                bytes_per_param=BYTES_FP16, expert_bytes_per_param=None):
     """Bytes of weights one decode step of `concurrency` sequences reads: every weight once for a dense model,
     bytes per param x 1e9 x total; for a mixture of experts the shared weights and the share of the experts' X
     (moe_expert_params_b) that the step's sequences touch (experts_touched_fraction):
-    bytes per param x 1e9 x (total - X + X x touched)."""
+    bytes per param x 1e9 x (total - X + X x touched), the touched experts at `expert_bytes_per_param` where it is
+    given (+ (expert bytes - bytes) x 1e9 x X x touched; exactly 0 where it is the same)."""
     total = np.asarray(total_params_b, dtype=float)
     experts = moe_expert_params_b(total, active_params_b, experts_per_token, num_experts)
     moe = experts > 0
     touched = experts_touched_fraction(concurrency, np.where(moe, experts_per_token, 1.0),
                                        np.where(moe, num_experts, 1.0))
-    return bytes_per_param * 1e9 * (total - experts + experts * touched)
+    read = bytes_per_param * 1e9 * (total - experts + experts * touched)
+    if expert_bytes_per_param is None:
+        return read
+    b, eb = np.asarray(bytes_per_param, dtype=float), np.asarray(expert_bytes_per_param, dtype=float)
+    return np.where(eb == b, read, read + (eb - b) * 1e9 * experts * touched)
 
 
 def linear_flops_per_token(active_params_b):
@@ -287,3 +314,162 @@ def step_power_tdp_share(idle_share, memory_share, compute_share, busy, memory_u
     never above the power limit."""
     dynamic = np.asarray(busy, dtype=float) * (memory_share * memory_utilisation + compute_share * compute_utilisation)
     return np.clip(idle_share + dynamic, idle_share, 1.0)
+
+
+# ------------------------------------------------------------------------------------------------- the replica's shape
+# Expert parallel, DP attention and speculative decoding (request fields `expert_parallel`, `dp_attention`,
+# `speculative`; workload.REPLICA_SHAPE). No measured run used them, so a request that does is answered as the
+# models' prediction for the same replica without them (tensor parallel over its GPUs, one token per step), times
+# replica_itl_ratio: the step time with the inputs over the step time without, from replica_step_s at the same
+# requests in flight (features.replica_shape_ratio builds the inputs; modeling.predictor applies it). Per decode
+# step of b sequences on a replica of t tensor-parallel GPUs (x pipeline stages, which divide the layers and not the
+# step's terms), each GPU with memory bandwidth BW and peak FLOP/s P, with v = draft tokens + 1 tokens verified per
+# sequence and a tokens emitted per sequence (v = a = 1 without speculation):
+#
+#     step = (W(b v) + A (t - 1) [DP]) / (t BW)       weights: every GPU reads its share, the attention's whole [DP]
+#          + b x KV / (s BW)                          KV cache read once (the v tokens attend to the same cache)
+#          + b x (v F_decode + a F_prefill) / (t P)   compute: each verified token, and the prompt's share per emitted
+#          + b x v x C / (I / 2)                      communication over the GPU-to-GPU link I (interconnect_s)
+#          + T_fixed + d x T_draft                    launches; the draft model's passes (d draft tokens)
+#
+# W(n): weights_read_per_step_bytes at n tokens (a MoE step's tokens touch more experts when each sequence verifies
+# v of them); A: attention_weight_bytes; s: kv_shards; C: replica_comm_bytes_per_token; T_draft: draft_pass_s.
+# ITL per emitted token = step / a, and a replica's tokens/s = b x a / step. Power: not modelled (the models' power
+# at the same requests in flight is kept, and the row's note says so).
+
+
+def attention_params_b(attention_layers, hidden_size, num_attention_heads, head_dim, kv_values_per_layer):
+    """Parameters (billions) of the attention projections: per attention layer, Q and O (hidden x heads x head dim
+    each) and the projection to what a token caches (hidden x its K and V values per layer, kv_cache_layout's
+    `values_per_layer`): layers x hidden x (2 x heads x head dim + values) / 1e9. Exact for multi-head and grouped-
+    query attention; for latent attention (MLA) it counts the latent's down-projection (values = latent + rope key)
+    but neither Q's low rank nor the latent's up-projections (DeepSeek-V3: 6.5 B by this rule against 11.4 B).
+    0 for an attention-free LLM (0 heads and values)."""
+    return attention_layers * hidden_size * (2 * num_attention_heads * head_dim + kv_values_per_layer) / 1e9
+
+
+def attention_weight_bytes(attention_params_b_, bytes_per_param=BYTES_FP16):
+    """Bytes of the attention weights: params (billions) x 1e9 x bytes per weight."""
+    return attention_params_b_ * 1e9 * bytes_per_param
+
+
+def kv_shards(tensor_parallel, num_kv_heads, latent, dp_attention):
+    """The GPUs the replica's KV cache is spread over: each GPU holds (and reads per step) the KV cache of all the
+    step's sequences / shards. Tensor parallelism splits it by KV head, min(t, KV heads) (with fewer KV heads than
+    GPUs each head is replicated on t / heads GPUs); a latent (MLA) caches one latent per token and layer, which
+    cannot be split by head: replicated on every GPU, 1. DP attention splits it by sequence, each GPU caching its
+    own b / t sequences whole: t. NaN KV heads: t (split evenly)."""
+    t = np.asarray(tensor_parallel, dtype=float)
+    heads = np.asarray(num_kv_heads, dtype=float)
+    by_head = np.where(np.asarray(latent, dtype=bool), 1.0, np.minimum(t, np.where(np.isnan(heads), t, heads)))
+    return np.where(np.asarray(dp_attention, dtype=bool), t, np.maximum(by_head, 1.0))
+
+
+def expert_gpus_per_token(experts_per_token, expert_parallel):
+    """Expected distinct GPUs, of the N that hold the routed experts, a token's k experts live on (uniform routing,
+    experts spread evenly): N (1 - (1 - 1/N)^k)."""
+    n = np.asarray(expert_parallel, dtype=float)
+    return n * (1 - (1 - 1 / n) ** np.asarray(experts_per_token, dtype=float))
+
+
+def expert_parallel_bytes_per_token(moe_layers, hidden_size, expert_parallel, experts_per_token, tensor_parallel,
+                                    bytes_per_value=BYTES_FP16):
+    """Bytes each GPU sends per token of the step for the MoE blocks under expert parallel N (the all-to-all of
+    DeepEP, vLLM and SGLang): a token's hidden state is dispatched to each other GPU holding one of its experts and
+    their outputs combined back, 2 x hidden x bytes x expert_gpus_per_token x (N - 1)/N per token; the step's tokens
+    spread over the N GPUs, so per GPU / N; and where N < t, the experts' slices over the t / N GPUs that share each
+    expert are all-reduced (ring_allreduce_bytes_per_gpu over t / N, 0 when N = t):
+
+        MoE layers x (2 h B g (N - 1) / N^2 + 2 (t/N - 1)/(t/N) h B)
+
+    Every layer of a mixture of experts is counted as a MoE layer (DeepSeek-V3's 3 dense layers of 61: + 5 %)."""
+    n = np.asarray(expert_parallel, dtype=float)
+    message = hidden_size * bytes_per_value
+    all_to_all = 2 * message * expert_gpus_per_token(experts_per_token, n) * (n - 1) / n / n
+    return moe_layers * (all_to_all + ring_allreduce_bytes_per_gpu(message, np.asarray(tensor_parallel) / n))
+
+
+def replica_comm_bytes_per_token(num_layers, hidden_size, tensor_parallel, expert_parallel=1, dp_attention=False,
+                                 is_moe=False, experts_per_token=1, bytes_per_value=BYTES_FP16):
+    """Bytes each GPU sends per token of the step, per layer: the attention block's all-reduce (Megatron, t GPUs)
+    unless DP attention (each GPU attends for its own sequences: nothing to reduce), and the MLP / MoE block's: an
+    all-reduce under tensor parallelism; under DP attention the all-gather of the tokens before it and the
+    reduce-scatter after move as much as that all-reduce (2 (t - 1)/t x message together); a mixture of experts
+    under expert parallel N > 1: expert_parallel_bytes_per_token instead. With N = 1 and no DP attention this is
+    tensor_parallel_bytes_per_token exactly."""
+    message = hidden_size * bytes_per_value
+    reduce = ring_allreduce_bytes_per_gpu(message, tensor_parallel)
+    attention = np.where(np.asarray(dp_attention, dtype=bool), 0.0, reduce)
+    n = np.asarray(expert_parallel, dtype=float)
+    ep = np.asarray(is_moe, dtype=bool) & (n > 1)
+    per_layer_ep = np.where(ep, expert_parallel_bytes_per_token(1.0, hidden_size, np.where(ep, n, 1.0),
+                                                                experts_per_token, tensor_parallel, bytes_per_value),
+                            0.0)
+    return num_layers * (attention + np.where(ep, per_layer_ep, reduce))
+
+
+# Draft layers a speculative method runs per draft token: MTP one multi-token-prediction module (one decoder layer
+# of the target and its shared LM head, DeepSeek-V3 report section 2.2); EAGLE one draft decoder layer of the
+# target's width and an LM head (EAGLE-3, arXiv:2503.01840); n-gram none (a prompt lookup on the CPU).
+DRAFT_LAYERS = {"mtp": 1, "eagle": 1, "ngram": 0}
+
+
+def draft_pass_s(draft_layers, layer_read_bytes, head_params_b, layer_flops_per_token, batch, tensor_parallel,
+                 bandwidth_gb_s, tflops, bytes_per_param=BYTES_FP16):
+    """One draft token's pass for the step's `batch` sequences on t GPUs (each at `bandwidth_gb_s`, `tflops`): the
+    draft layer's weights and the LM head (vocab x hidden) read once, its FLOPs per sequence, and one layer's
+    launches: layers x (read bytes + head bytes) / (t BW) + b x (layer FLOPs + 2 x head params) / (t P) + fixed."""
+    head_bytes = head_params_b * 1e9 * bytes_per_param
+    reads = read_s(layer_read_bytes + head_bytes, bandwidth_gb_s * tensor_parallel)
+    flops = compute_time_s(batch * (layer_flops_per_token + linear_flops_per_token(head_params_b)),
+                           tflops * tensor_parallel)
+    return draft_layers * (reads + flops + FIXED_STEP_S_PER_LAYER)
+
+
+def replica_step_s(batch, weights_read_bytes, attention_bytes, kv_bytes_per_sequence, shards, decode_flops,
+                   prefill_flops_per_token, comm_bytes_per_token, fixed_s, tensor_parallel, bandwidth_gb_s, tflops,
+                   interconnect_gb_s, dp_attention=False, verify_tokens=1.0, accept_length=1.0, draft_tokens=0.0,
+                   draft_s=0.0):
+    """One decode step of `batch` sequences (b) on a replica's t tensor-parallel GPUs, each at `bandwidth_gb_s` and
+    `tflops` (the formula above this section's functions):
+
+        (W + A (t - 1) [DP]) / (t BW) + b KV / (s BW) + b (v F_decode + a F_prefill) / (t P) + b v C / (I / 2)
+        + T_fixed + d T_draft
+
+    (under DP attention the KV term's b / s is at least 1: a GPU holds whole sequences)
+
+    W: `weights_read_bytes` (at b x v tokens); A: `attention_bytes` (read whole on every GPU under DP attention
+    instead of a t-th); KV: one sequence's KV bytes read per step; s: `shards`; F_decode: FLOPs of one verified
+    token (linear + attention); F_prefill: the prompt's FLOPs per emitted token; C: `comm_bytes_per_token`;
+    I: `interconnect_gb_s`; d: `draft_tokens`, each taking `draft_s`."""
+    t = np.asarray(tensor_parallel, dtype=float)
+    dp = np.asarray(dp_attention, dtype=bool)
+    b, v, a = (np.asarray(x, dtype=float) for x in (batch, verify_tokens, accept_length))
+    weights = read_s(weights_read_bytes + np.where(dp, attention_bytes * (t - 1), 0.0), bandwidth_gb_s * t)
+    # under DP attention the busiest GPU holds at least one sequence (fewer sequences than GPUs leave some idle)
+    held = np.where(dp, np.maximum(b / np.asarray(shards, dtype=float), 1.0) * shards, b)
+    kv = read_s(held * kv_bytes_per_sequence, bandwidth_gb_s * shards)
+    compute = compute_time_s(b * (v * decode_flops + a * prefill_flops_per_token), tflops * t)
+    comm = interconnect_s(b * v * comm_bytes_per_token, interconnect_gb_s)
+    return weights + kv + compute + comm + fixed_s + draft_tokens * draft_s
+
+
+def replica_itl_ratio(step_with_s, step_without_s, accept_length=1.0):
+    """What the replica's shape does to the ITL: ITL per emitted token = step time / tokens emitted per sequence,
+    so ITL(with) / ITL(without) = (step with / accept length) / step without (1 where nothing changes)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(step_with_s, dtype=float) / np.asarray(accept_length, dtype=float) \
+            / np.asarray(step_without_s, dtype=float)
+
+
+def kv_fit_sequences_per_gpu(memory_gb, weights_per_gpu_gb, kv_bytes_per_sequence, shards,
+                             utilization: float = MEMORY_UTILIZATION):
+    """Sequences whose KV cache fits in a replica whose every GPU holds `weights_per_gpu_gb` of weights and 1 /
+    `shards` of every sequence's KV cache (kv_shards): (utilization x memory - weights per GPU) x shards / KV bytes
+    of one sequence; at least 1. Under DP attention the attention weights are whole on every GPU (more weights per
+    GPU) but the KV cache splits by sequence."""
+    free = (utilization * np.asarray(memory_gb, dtype=float) - weights_per_gpu_gb) * 1e9
+    per_sequence = np.asarray(kv_bytes_per_sequence, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fit = np.where(per_sequence > 0, free * shards / per_sequence, np.inf)
+    return np.maximum(fit, 1.0)

@@ -11,7 +11,23 @@ A request is a mapping (one row of a frame) with:
   `scenario` absent or `server`), or a preset `scenario`: offline | server_low | server_high;
 - optional: `level` (the prediction interval's confidence, a fraction, default 0.8), `prompt_tokens`,
   `output_tokens`, `n_gpus` (GPUs per replica), `pipeline_parallel`, `precision`, `engine`, `engine_version`
-  (defaults: workload.DEFAULTS, the LLM's own precision, vLLM at the newest measured version).
+  (defaults: workload.DEFAULTS, the LLM's own precision, vLLM at the newest measured version);
+- optional precisions (workload.PRECISION_BYTES, KV_PRECISIONS): `precision` the weights' (bf16 | fp16 | fp8 | int8
+  | int4 | nvfp4 | mxfp4); `expert_precision` a mixture of experts' routed experts' where they are stored otherwise
+  (e.g. precision fp8, expert_precision nvfp4; default: `precision`; an error for a dense LLM); `kv_precision` the
+  KV cache's (bf16 | fp16 | fp8 | int8; default: the weights' 16-bit type, fp16 for fp16 weights else bf16, as
+  engines keep a 16-bit KV cache under quantised weights unless told otherwise);
+- `engine` may be one no source measured (workload.ENGINE_PROXIES: sglang): it is answered as the nearest measured
+  family's release and flagged (modeling.coverage.engine_notes); its version defaults to its current release;
+- optional, the replica's shape (workload.REPLICA_SHAPE; no source measured it: answered as the same replica without
+  it, the ITL scaled by the physics, physics.replica_step_s, and flagged, modeling.coverage.shape_note): `n_gpus` is
+  the GPUs per replica (the CLI's --gpus-per-replica); `expert_parallel` N (default 1) spreads a mixture of experts'
+  routed experts over N of its tensor-parallel GPUs (N divides them and the expert count; an error for a dense LLM
+  or an unknown expert count); `dp_attention` (true / false, default false) runs attention data-parallel over the
+  tensor-parallel GPUs (needs 2 or more); `speculative` (none | mtp | eagle | ngram, default none) with
+  `spec_draft_tokens` and `spec_accept_length` (mean tokens a step emits per sequence, > 1 and <= draft tokens + 1;
+  defaults per method: workload.SPECULATIVE; either without a method is an error). Whether the LLM has MTP layers
+  is not in the catalog, so `mtp` is not checked against it.
 
 Strict (`Request`, a pydantic model built from the one table of ranges, wattgpu.fields): an unknown field is an
 error with a "did you mean"; a number must be a number (not text, not a bool), finite, inside its range and whole
@@ -45,15 +61,23 @@ from typing_extensions import NotRequired, TypedDict
 
 from wattgpu import fields, physics
 from wattgpu.errors import UnknownNameError, WattgpuError, shown
-from wattgpu.features import GPU_FIELDS, LLM_FIELDS, kv_bytes_per_sequence
+from wattgpu.features import GPU_FIELDS, LLM_FIELDS, kv_bytes_per_sequence, replica_fit_ratio
 from wattgpu.workload import (
+    CURRENT_RELEASES,
     DEFAULT_ENGINE,
     DEFAULT_ENGINE_VERSION,
     DEFAULTS,
+    ENGINE_PROXIES,
     ENGINES,
+    KV_PRECISIONS,
     PRECISION_BYTES,
     SCENARIOS,
     SERVER_RATES,
+    SPECULATIVE,
+    SPECULATIVE_CHOICES,
+    default_kv_precision,
+    measured_engine,
+    spec_defaults,
     nearest_load,
     offline_concurrency,
     version_number,
@@ -93,7 +117,9 @@ BOUNDS: dict[str, fields.Bounds] = {
     **{f"gpu_{k}": fields.GPU_SPEC[k] for k in GPU.numeric}, **{f"llm_{k}": fields.LLM_CONFIG[k] for k in LLM.numeric},
 }
 CHOICES: dict[str, tuple[str, ...]] = {"scenario": tuple(SCENARIOS), "precision": tuple(PRECISION_BYTES),
-                                       "engine": ENGINES}
+                                       "expert_precision": tuple(PRECISION_BYTES), "kv_precision": KV_PRECISIONS,
+                                       "engine": ENGINES, "speculative": SPECULATIVE_CHOICES}
+FLAGS = fields.WORKLOAD_FLAGS  # true / false: a bool, 1 / 0 or text (true, false, yes, no, ...)
 TEXT = ("gpu", "llm", "engine_version", *(f"{p.prefix}{k}" for p in (GPU, LLM) for k in (*p.text, "name")))
 
 
@@ -104,7 +130,7 @@ def _number_type(b: fields.Bounds):
 
 _Text = Annotated[str, Strict(), StringConstraints(max_length=fields.TEXT_MAX_CHARS, pattern=fields.PRINTABLE)]
 _TYPES: dict[str, Any] = {**{k: _number_type(b) for k, b in BOUNDS.items()},
-                          **{k: _Text | None for k in (*CHOICES, *TEXT)}}
+                          **{k: _Text | None for k in (*CHOICES, *TEXT)}, **{k: bool | None for k in FLAGS}}
 # The request model: every field optional (the rules between fields come after), no other field allowed. Text is
 # stripped, and blank text is absent; the choices (CHOICES) are matched case-insensitively, on whole columns.
 Request = TypedDict("Request", {k: NotRequired[t] for k, t in _TYPES.items()}, total=False)  # type: ignore[misc]
@@ -167,6 +193,8 @@ _PROBLEMS = {  # pydantic's error type -> the sentence, saying what is allowed
     "string_type": "must be text, got {kind} {shown}",
     "string_too_long": "text of {length:,} characters, at most {max} allowed: {shown}",
     "string_pattern_mismatch": "must be printable text (no newline or other control character), got {shown}",
+    "bool_parsing": "must be true or false (also 1 / 0, yes / no), got {kind} {shown}",
+    "bool_type": "must be true or false (also 1 / 0, yes / no), got {kind} {shown}",
 }
 
 
@@ -289,13 +317,17 @@ def validate_batch(requests: pd.DataFrame | list[Mapping], gpus, llms) -> Valida
     out = {**_resolve(cols, rows, GPU, gpus, errors), **_resolve(cols, rows, LLM, llms, errors),
            **_workload(cols, rows, errors)}
     keep = ~np.isin(rows, list(errors.rows()))
-    out = {k: out[k][keep] for k in _COLUMNS}
+    out, rows = {k: out[k][keep] for k in _COLUMNS}, rows[keep]
     own = out["llm_weight_precision"]  # "": the weights as published (e.g. gpt-oss's MXFP4 experts), else 16-bit
     own = np.where(np.isin(own, list(PRECISION_BYTES)), own, "bf16")
     out["precision"] = np.where(out["precision"] != "", out["precision"], own).astype(object)
+    _precisions(out, rows, errors)  # the rules that need the LLM and the weights' precision
+    _replica_shape(out, rows, errors)  # expert parallel: the LLM's experts
+    keep = ~np.isin(rows, list(errors.rows()))
+    out, rows = {k: v[keep] for k, v in out.items()}, rows[keep]
     _offline_concurrency(out)
     frame = pd.DataFrame(out, columns=_COLUMNS)
-    return Validated(frame, rows[keep], tuple(sorted(errors.items, key=lambda e: e.row)), n)
+    return Validated(frame, rows, tuple(sorted(errors.items, key=lambda e: e.row)), n)
 
 
 def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame:
@@ -392,8 +424,7 @@ def _workload(cols: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) ->
         lower = {v: v.lower() for v in set(cols[k]) if v is not None}
         cols[k] = np.array([lower.get(v) for v in cols[k]], dtype=object)
         wrong = {v for v in lower.values() if v not in allowed}
-        errors.add(np.isin(cols[k], list(wrong)), rows, k,
-                   lambda i, k=k: f"{shown(cols[k][i])} is not one of {', '.join(CHOICES[k])}")
+        errors.add(np.isin(cols[k], list(wrong)), rows, k, lambda i, k=k: _not_a_choice(k, cols[k][i]))
     scenario, conc, rate = cols["scenario"], cols["concurrency"], cols["request_rate_per_s"]
     has_s, has_c, has_r = pd.notna(scenario), ~np.isnan(conc), ~np.isnan(rate)
     offline = scenario == "offline"
@@ -429,20 +460,115 @@ def _workload(cols: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) ->
                          "parallel)")
     out["tensor_parallel"] = n_gpus // pp
     out["precision"] = np.where(pd.notna(cols["precision"]), cols["precision"], "").astype(object)  # "": the LLM's
+    for k in ("expert_precision", "kv_precision"):  # "": the default, set once the weights' precision is known
+        out[k] = np.where(pd.notna(cols[k]), cols[k], "").astype(object)
     out["engine"] = np.where(pd.notna(cols["engine"]), cols["engine"], DEFAULT_ENGINE).astype(object)
     version = cols["engine_version"]
     parsed = {v: version_number(v) for v in set(version) if v is not None}
     errors.add(np.array([v is not None and math.isnan(parsed[v]) for v in version], dtype=bool), rows,
                "engine_version", lambda i: f"must be a version like '0.11' or '0.14.1', got {shown(version[i])}")
-    default = np.where(out["engine"] == DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION, "")
+    # vLLM: the newest measured release; an engine no source measured: its current release; others: unstated
+    default = np.select([out["engine"] == DEFAULT_ENGINE, np.isin(out["engine"], list(ENGINE_PROXIES))],
+                        [DEFAULT_ENGINE_VERSION, [CURRENT_RELEASES.get(e, "") for e in out["engine"]]], "")
     out["engine_version"] = np.where(pd.notna(version), version, default).astype(object)
     out["level"] = np.where(np.isnan(cols["level"]), fields.DEFAULT_INTERVAL_LEVEL, cols["level"])
+    _shape_workload(cols, out, rows, errors)
     return out
+
+
+def _shape_workload(cols: dict[str, np.ndarray], out: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) -> None:
+    """The replica's shape (workload.REPLICA_SHAPE) and its rules that need no LLM, into `out`: expert parallel N
+    divides the tensor-parallel GPUs (at most all of them); DP attention needs two or more of them; a speculative
+    method's draft tokens and accept length (defaults: workload.SPECULATIVE), given only with a method, the accept
+    length more than 1 and at most draft tokens + 1."""
+    n_gpus, pp, tp = out["n_gpus"], out["pipeline_parallel"], out["tensor_parallel"]
+    ep = np.where(np.isnan(cols["expert_parallel"]), 1.0, cols["expert_parallel"])
+    stages = lambda i: "" if pp[i] == 1 else f" (n_gpus {n_gpus[i]:g} / pipeline_parallel {pp[i]:g})"  # noqa: E731
+    errors.add(ep > n_gpus, rows, "expert_parallel",
+               lambda i: f"{ep[i]:g} is more than the replica's {n_gpus[i]:g} GPUs (n_gpus): expert parallel spreads "
+                         "the experts over some or all of them")
+    errors.add((ep <= n_gpus) & (tp % ep != 0), rows, "expert_parallel",
+               lambda i: f"{ep[i]:g} does not divide the replica's {tp[i]:g} tensor-parallel GPUs{stages(i)}")
+    out["expert_parallel"] = ep
+    dp = np.array([bool(v) if v is not None else False for v in cols["dp_attention"]], dtype=bool)
+    errors.add(dp & (tp < 2), rows, "dp_attention",
+               lambda i: f"needs 2 or more tensor-parallel GPUs{stages(i) or ' (n_gpus)'}, got {tp[i]:g}: on one GPU "
+                         "attention is whole already")
+    out["dp_attention"] = dp
+    method = np.where(pd.notna(cols["speculative"]), cols["speculative"], "none").astype(object)
+    draft, accept = cols["spec_draft_tokens"], cols["spec_accept_length"]
+    off = method == "none"
+    for k, given in (("spec_draft_tokens", ~np.isnan(draft)), ("spec_accept_length", ~np.isnan(accept))):
+        errors.add(off & given, rows, k, f"needs `speculative` ({' | '.join(SPECULATIVE)}): without a method no "
+                                         "token is drafted")
+    errors.add(~off & (accept <= 1), rows, "spec_accept_length",
+               lambda i: f"must be more than 1 (tokens a step emits per sequence, the bonus token included; 1 is no "
+                         f"gain from speculating), got {accept[i]:g}")
+    on = ~off & np.isin(method, list(SPECULATIVE))
+    resolved = [spec_defaults(m, d, a) if o else (np.nan, np.nan) for m, d, a, o in zip(method, draft, accept, on)]
+    d_all = np.array([r[0] for r in resolved], dtype=float)
+    a_all = np.array([r[1] for r in resolved], dtype=float)
+    with np.errstate(invalid="ignore"):
+        errors.add(on & (accept > d_all + 1), rows, "spec_accept_length",
+                   lambda i: f"{accept[i]:g} exceeds spec_draft_tokens + 1 = {d_all[i] + 1:g} (a step emits at most "
+                             f"its {d_all[i]:g} draft token{'s' if d_all[i] > 1 else ''} and the bonus token)"
+                             + ("" if not np.isnan(draft[i]) else f"; {method[i]} drafts {d_all[i]:g} by default: "
+                                "give spec_draft_tokens for more"))
+    out["speculative"], out["spec_draft_tokens"], out["spec_accept_length"] = method, d_all, a_all
 
 
 _COLUMNS = ["gpu", "llm", "scenario", "scenario_label", "concurrency_from", "concurrency", "request_rate_per_s",
             "prompt_tokens_mean", "output_tokens_mean", "n_gpus", "pipeline_parallel", "tensor_parallel", "precision",
-            "engine", "engine_version", "level", *(f"gpu_{f}" for f in GPU_FIELDS), *(f"llm_{f}" for f in LLM_FIELDS)]
+            "expert_precision", "kv_precision", "engine", "engine_version", "level", "expert_parallel", "dp_attention",
+            "speculative", "spec_draft_tokens", "spec_accept_length", *(f"gpu_{f}" for f in GPU_FIELDS),
+            *(f"llm_{f}" for f in LLM_FIELDS)]
+
+
+def _not_a_choice(field: str, value: str) -> str:
+    """A value outside CHOICES[field]: what is allowed, the closest allowed value, and the precisions' own hints."""
+    allowed = CHOICES[field]
+    text = f"{shown(value)} is not one of {', '.join(allowed)}"
+    if field.endswith("precision") and "+" in value:  # e.g. 'fp8+nvfp4-experts'
+        return (f"{text}; a mixture of experts stored at two precisions is given as `precision` (the rest, e.g. "
+                "fp8) and `expert_precision` (its routed experts, e.g. nvfp4)")
+    if field == "kv_precision" and value in PRECISION_BYTES:
+        return f"{text}: a KV cache at {value} is not modelled (the engines here keep it at 8 bits or more)"
+    close = difflib.get_close_matches(value, allowed, n=1, cutoff=0.6) if len(value) <= 100 else []
+    return f"{text}; did you mean {close[0]!r}?" if close else text
+
+
+def _precisions(out: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) -> None:
+    """The precisions' defaults and the rules between them and the LLM (in place, on the columns): an
+    `expert_precision` needs routed experts (a mixture of experts); left out, the experts are at `precision`; the KV
+    cache is at the weights' 16-bit type unless `kv_precision` says otherwise."""
+    given = out["expert_precision"] != ""
+    with np.errstate(invalid="ignore"):
+        moe = out["llm_is_moe"].astype(bool) & (out["llm_active_params_b"] < out["llm_total_params_b"]) \
+            & (out["llm_num_experts"] > 1)
+    errors.add(given & ~moe & (out["expert_precision"] != out["precision"]), rows, "expert_precision",
+               lambda i: f"{out['llm'][i]!r} has no routed experts to size (a dense LLM, or a mixture of experts "
+                         "whose active parameters or expert count is not known): leave expert_precision out, its "
+                         "weights are all at `precision`")
+    out["expert_precision"] = np.where(given, out["expert_precision"], out["precision"]).astype(object)
+    defaults = {p: default_kv_precision(p) for p in set(out["precision"])}
+    out["kv_precision"] = np.where(out["kv_precision"] != "", out["kv_precision"],
+                                   [defaults[p] for p in out["precision"]]).astype(object)
+
+
+def _replica_shape(out: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) -> None:
+    """The replica-shape rules that need the LLM: expert parallel needs routed experts (a mixture of experts whose
+    expert count is known) and divides their count."""
+    ep, experts = out["expert_parallel"], out["llm_num_experts"].astype(float)
+    with np.errstate(invalid="ignore"):
+        moe = out["llm_is_moe"].astype(bool) & (out["llm_active_params_b"] < out["llm_total_params_b"]) \
+            & (experts > 1)
+        errors.add((ep > 1) & ~moe, rows, "expert_parallel",
+                   lambda i: f"{out['llm'][i]!r} has no routed experts to spread over GPUs (a dense LLM, or a mixture "
+                             "of experts whose expert count is not known: give llm_num_experts): leave expert_parallel "
+                             "out")
+        errors.add((ep > 1) & moe & (experts % ep != 0), rows, "expert_parallel",
+                   lambda i: f"{ep[i]:g} does not divide {out['llm'][i]!r}'s {experts[i]:g} routed experts "
+                             "(llm_num_experts): each GPU holds the same number of whole experts")
 
 
 def _offline_concurrency(out: dict[str, np.ndarray]) -> None:
@@ -452,11 +578,21 @@ def _offline_concurrency(out: dict[str, np.ndarray]) -> None:
     if not len(at):
         return
     llm = pd.DataFrame({f"llm_{f}": out[f"llm_{f}"][at] for f in LLM_FIELDS})
-    bytes_per_param = np.array([PRECISION_BYTES[p] for p in out["precision"][at]])
-    weights = physics.weights_gb(out["llm_total_params_b"][at], bytes_per_param)
-    kv = kv_bytes_per_sequence(llm, out["prompt_tokens_mean"][at] + out["output_tokens_mean"][at])  # the whole request
+    total = out["llm_total_params_b"][at]
+    experts = physics.moe_expert_params_b(total, out["llm_active_params_b"][at], out["llm_experts_per_token"][at],
+                                          out["llm_num_experts"][at])
+    weights = physics.weights_gb(total, np.array([PRECISION_BYTES[p] for p in out["precision"][at]]), experts,
+                                 np.array([PRECISION_BYTES[p] for p in out["expert_precision"][at]]))
+    kv_value = np.array([physics.kv_bytes_per_value(p) for p in out["kv_precision"][at]])
+    tokens = out["prompt_tokens_mean"][at] + out["output_tokens_mean"][at]  # the whole request
+    kv = kv_bytes_per_sequence(llm, tokens, kv_value)
+    if out["dp_attention"][at].any():  # DP attention splits the KV cache by sequence: so many more (or fewer) fit
+        kv = kv / replica_fit_ratio(pd.DataFrame({k: v[at] for k, v in out.items()}), tokens)
+    # an engine no source measured takes the cap of the release it is answered as (workload.measured_engine)
+    versions = np.array([measured_engine(e, v)[1] for e, v in zip(out["engine"][at], out["engine_version"][at])],
+                        dtype=object)
     inputs = (out["gpu_memory_gb"][at], out["n_gpus"][at], np.asarray(weights, float), kv.to_numpy(float),
-              out["gpu"][at], out["engine_version"][at])
+              out["gpu"][at], versions)
     codes, _ = pd.factorize(pd.Series(list(zip(*inputs))))
     first = np.unique(codes, return_index=True)[1]
     concurrency = out["concurrency"].copy()

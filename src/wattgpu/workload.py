@@ -39,10 +39,101 @@ RUN_KINDS = ("offline", "server", "fixed_concurrency", "static_batch")
 
 # The engine a request runs on unless it names one: Watt Counts' (the newest measured), so the presets are its runs.
 DEFAULT_ENGINE, DEFAULT_ENGINE_VERSION = "vllm", "0.14.1"
-ENGINES = ("vllm", "tensorrt-llm", "deepspeed-mii", "deepspeed", "llama.cpp", "hf-transformers")
-# Bytes per weight at each precision (the KV cache's bytes per value: physics.kv_bytes_per_value).
+# Engines some source measured: each has its own model input (features: engine_<name>).
+MEASURED_ENGINES = ("vllm", "tensorrt-llm", "deepspeed-mii", "deepspeed", "llama.cpp", "hf-transformers")
+# Engines no source measured, each answered as the nearest measured family at one of its releases, the row flagged
+# (modeling.coverage.engine_notes): engine -> (measured engine, its release, why that one).
+ENGINE_PROXIES: dict[str, tuple[str, str, str]] = {
+    # SGLang schedules a decode step as vLLM's V1 engine does: continuous batching, a paged KV cache (radix tree
+    # of pages), CUDA graphs for the decode step, chunked prefill (https://docs.sglang.ai/)
+    "sglang": ("vllm", DEFAULT_ENGINE_VERSION, "continuous batching, paged (radix) KV cache, CUDA graphs"),
+}
+ENGINES = (*MEASURED_ENGINES, *ENGINE_PROXIES)
+# Each engine's current release where a request can ask for it by number: a release newer than every measured one
+# is answered as the newest measured release of the generation it assumes and flagged (estimator.as_measured_release,
+# modeling.coverage). An engine without a stated version keeps today's reading (vLLM: DEFAULT_ENGINE_VERSION; the
+# others: unstated), except an unmeasured engine, which gets its current release. Pinned from the engines' public
+# packages (PyPI `vllm`, NVIDIA's `tensorrt-llm`, `sglang`), stable releases only.
+CURRENT_RELEASES = {"vllm": "0.28.0", "tensorrt-llm": "1.2.1", "sglang": "0.5.21"}
+
+# Weight precisions (`precision`, and `expert_precision` for a mixture of experts' routed experts) -> bytes per weight,
+# block scales included: FP8 / INT8 1 byte (a per-channel or 128 x 128-block scale adds < 0.1 %: not counted); INT4
+# (GPTQ / AWQ) 0.5; MXFP4 (OCP microscaling) 4-bit E2M1 values + one 8-bit E8M0 scale per 32 = 4.25 bits; NVFP4
+# (NVIDIA Blackwell) 4-bit E2M1 values + one FP8 E4M3 scale per 16 = 4.5 bits (a per-tensor FP32 scale: not counted).
+# "16bit" is the sources' label for the checkpoint's own 16-bit type.
 PRECISION_BYTES = {**dict.fromkeys(("bf16", "fp16", "16bit"), float(physics.BYTES_FP16)),
-                   **dict.fromkeys(("fp8", "int8"), float(physics.BYTES_8BIT)), "mxfp4": 4.25 / 8, "int4": 0.5}
+                   **dict.fromkeys(("fp8", "int8"), float(physics.BYTES_8BIT)), "mxfp4": 4.25 / 8, "int4": 0.5,
+                   "nvfp4": 4.5 / 8}
+WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4")  # as documented (and "16bit")
+# KV-cache precisions (`kv_precision`; bytes per cached K or V value: physics.kv_bytes_per_value, 2 or 1). 4-bit KV
+# caches are not offered: the engines here keep their paged KV cache at 8 bits or more.
+KV_PRECISIONS = ("bf16", "fp16", "fp8", "int8")
+
+
+# Speculative decoding (`speculative`): method -> (draft tokens proposed per sequence and step, mean tokens a step
+# emits per sequence: the accepted drafts + the bonus token). Defaults where a request gives neither; no measured run
+# used speculative decoding, so a row that asks for it is answered from the physics (physics.replica_step_s) and
+# flagged (modeling.coverage.shape_note).
+# - mtp: DeepSeek-V3's one multi-token-prediction module drafts 1 token; "the acceptance rate of the second token
+#   prediction ranges between 85% and 90%" (DeepSeek-V3 Technical Report, arXiv:2412.19437, section 5.4.3), so a step
+#   emits 1 + 0.85..0.90 tokens: 1.8 (the report's "1.8 times TPS").
+# - eagle: 3 draft tokens, vLLM's EAGLE example (`num_speculative_tokens: 3`, docs.vllm.ai features/spec_decode) and
+#   a chain of SGLang's `--speculative-num-steps 3`; EAGLE-3 accepts about 0.8 of each draft in turn (arXiv:2503.01840
+#   reports acceptance lengths of 6 and more with 7-8-token trees), so a 3-token chain emits 1 + 0.8 + 0.64 + 0.51
+#   = 2.95: 3.0.
+# - ngram: prompt lookup (no draft model), 3 draft tokens; on chat the lookups rarely match (vLLM's blog "How
+#   Speculative Decoding Boosts vLLM Performance by up to 2.8x", 2024-10-17: n-gram gains on summarisation, where the
+#   answer copies the prompt, little on ShareGPT chat): 1.5.
+SPECULATIVE: dict[str, tuple[int, float]] = {"mtp": (1, 1.8), "eagle": (3, 3.0), "ngram": (3, 1.5)}
+SPECULATIVE_CHOICES = ("none", *SPECULATIVE)  # none: no speculative decoding (the default)
+# The replica-shape inputs a request may add (each answered from the physics and flagged): name -> default.
+REPLICA_SHAPE = {"expert_parallel": 1, "dp_attention": False, "speculative": "none"}
+
+
+# What the CLI (and its --help) says of each choice: the allowed values and what a request gets without one.
+HELP = {
+    "precision": f"the weights: {' | '.join(WEIGHT_PRECISIONS)} (default: the LLM's own, else bf16)",
+    "expert_precision": "a mixture of experts' routed experts, where stored otherwise than --precision (e.g. "
+                        f"--precision fp8 --expert-precision nvfp4): {' | '.join(WEIGHT_PRECISIONS)} (default: "
+                        "--precision)",
+    "kv_precision": f"the KV cache: {' | '.join(KV_PRECISIONS)} (default: the weights' 16-bit type, fp16 for fp16 "
+                    "weights, else bf16)",
+    "engine": f"{' | '.join(ENGINES)} (default: {DEFAULT_ENGINE}); " + "; ".join(
+        f"{e}: no source measured it, answered as {p[0]} {p[1]} and flagged" for e, p in ENGINE_PROXIES.items()),
+    "engine_version": "e.g. " + ", ".join(f"{e} {v}" for e, v in CURRENT_RELEASES.items()) + " (current releases); "
+                      "one newer than every measured release is answered as the newest measured of its generation "
+                      f"and flagged (default: vllm {DEFAULT_ENGINE_VERSION}; " + ", ".join(
+                          f"{e} {CURRENT_RELEASES[e]}" for e in ENGINE_PROXIES) + ")",
+}
+SHAPE_HELP = {
+    "expert_parallel": "expert parallel: a mixture of experts' routed experts spread whole over N of the replica's "
+                       "(tensor-parallel) GPUs, tokens sent to them all-to-all; N divides the GPUs and the expert "
+                       "count (default: 1, every expert sliced over the tensor-parallel GPUs)",
+    "dp_attention": "attention data-parallel over the replica's tensor-parallel GPUs: each GPU runs attention for its "
+                    "own share of the sequences (attention weights replicated, the KV cache split by sequence; for "
+                    "latent attention, MLA, it is otherwise replicated on every GPU) (default: off)",
+    "speculative": f"speculative decoding: {' | '.join(SPECULATIVE_CHOICES)} (default: none); " + ", ".join(
+        f"{m}: {d} draft token{'s' if d > 1 else ''}, {a:g} tokens emitted per step"
+        for m, (d, a) in SPECULATIVE.items()),
+    "spec_draft_tokens": "draft tokens per sequence and step (needs --speculative; default: the method's, " + ", ".join(
+        f"{m} {d}" for m, (d, _) in SPECULATIVE.items()) + ")",
+    "spec_accept_length": "mean tokens a speculative step emits per sequence, the bonus token included: more than 1, "
+                          "at most draft tokens + 1 (needs --speculative; default: the method's, " + ", ".join(
+                              f"{m} {a:g}" for m, (_, a) in SPECULATIVE.items()) + ")",
+}
+
+
+def default_kv_precision(precision: str) -> str:
+    """The KV cache's precision a request gets unless it names one: the weights' 16-bit type (fp16 for fp16 weights,
+    else bf16). Quantised weights keep a 16-bit KV cache (vLLM's and SGLang's kv_cache_dtype `auto`)."""
+    return "fp16" if precision == "fp16" else "bf16"
+
+
+def measured_engine(engine: str, version: str) -> tuple[str, str]:
+    """The (engine, release) the models answer a request as: the engine itself, or for one no source measured
+    (ENGINE_PROXIES) the nearest measured family's release."""
+    proxy = ENGINE_PROXIES.get(str(engine))
+    return (proxy[0], proxy[1]) if proxy else (str(engine), version)
 
 
 @functools.lru_cache(maxsize=1024)  # a pure function of a short text, called per request row
@@ -112,19 +203,31 @@ def nearest_load(rate: float) -> str:
 def workload(scenario: str | None = None, rate: float | None = None, prompt_tokens: float | None = None,
              output_tokens: float | None = None, n_gpus: int | None = None, concurrency: float | None = None,
              pipeline_parallel: int | None = None, precision: str | None = None, engine: str | None = None,
-             engine_version: str | None = None) -> dict[str, Any]:
+             engine_version: str | None = None, kv_precision: str | None = None,
+             expert_precision: str | None = None, expert_parallel: int | None = None,
+             dp_attention: bool | None = None, speculative: str | None = None, spec_draft_tokens: int | None = None,
+             spec_accept_length: float | None = None) -> dict[str, Any]:
     """Request fields of a workload, leaving out what is not given (request.validate applies the defaults)."""
     w = {"scenario": scenario, "request_rate_per_s": rate, "concurrency": concurrency, "prompt_tokens": prompt_tokens,
          "output_tokens": output_tokens, "n_gpus": n_gpus, "pipeline_parallel": pipeline_parallel,
-         "precision": precision, "engine": engine, "engine_version": engine_version}
+         "precision": precision, "expert_precision": expert_precision, "kv_precision": kv_precision,
+         "engine": engine, "engine_version": engine_version, "expert_parallel": expert_parallel,
+         "dp_attention": dp_attention or None, "speculative": speculative, "spec_draft_tokens": spec_draft_tokens,
+         "spec_accept_length": spec_accept_length}
     return {k: v for k, v in w.items() if v is not None}
 
 
 def filled(w: Mapping[str, Any]) -> dict[str, Any]:
     """A workload with the defaults request.validate applies, for display and the memory rule."""
     out = {**DEFAULTS, "pipeline_parallel": 1, "precision": "bf16", "engine": DEFAULT_ENGINE, **w}
+    out = {k: (v.strip().lower() if k in ("precision", "expert_precision", "kv_precision", "engine", "speculative")
+               and isinstance(v, str) else v) for k, v in out.items()}
+    out.setdefault("expert_precision", out["precision"])
+    out.setdefault("kv_precision", default_kv_precision(out["precision"]))
     if "engine_version" not in out and out["engine"] == DEFAULT_ENGINE:
         out["engine_version"] = DEFAULT_ENGINE_VERSION
+    elif "engine_version" not in out and out["engine"] in ENGINE_PROXIES:
+        out["engine_version"] = CURRENT_RELEASES.get(out["engine"], "")
     if "request_rate_per_s" not in out and SCENARIOS.get(w.get("scenario")) is not None:
         out["request_rate_per_s"] = SCENARIOS[w["scenario"]]
     return out
@@ -143,9 +246,38 @@ def describe(w: Mapping[str, Any], concurrency: float | None = None) -> str:
         load = f"offline: all requests at once{in_flight}"
     n = int(w["n_gpus"])
     pp = f" ({n // int(w['pipeline_parallel'])} x {int(w['pipeline_parallel'])} pipeline)" if w["pipeline_parallel"] > 1 else ""
+    experts = f" (experts {w['expert_precision']})" if w["expert_precision"] != w["precision"] else ""
+    kv = f", KV cache {w['kv_precision']}" if w["kv_precision"] != default_kv_precision(w["precision"]) else ""
     return (f"{load}, {w['prompt_tokens']:g} prompt + {w['output_tokens']:g} output tokens per request, {n} GPU"
-            f"{'s' if n > 1 else ''} per replica{pp}, {w['engine']} {w.get('engine_version', '') or '(version unstated)'}"
-            f", {w['precision']}")
+            f"{'s' if n > 1 else ''} per replica{pp}{shape_words(w)}, {w['engine']} "
+            f"{w.get('engine_version', '') or '(version unstated)'}, {w['precision']}{experts}{kv}")
+
+
+def shape_words(w: Mapping[str, Any]) -> str:
+    """The replica-shape inputs a workload gives, as words (e.g. ', expert parallel 8, DP attention, mtp speculative
+    decoding (1 draft token, 1.8 tokens per step)'); '' where it gives none."""
+    parts = []
+    ep = w.get("expert_parallel")
+    if ep is not None and ep == ep and int(ep) > 1:
+        parts.append(f"expert parallel {int(ep)}")
+    if w.get("dp_attention") is True or str(w.get("dp_attention")).lower() in ("1", "1.0", "true", "yes"):
+        parts.append("DP attention")
+    method = str(w.get("speculative") or "none").strip().lower()
+    if method in SPECULATIVE:
+        draft, accept = spec_defaults(method, w.get("spec_draft_tokens"), w.get("spec_accept_length"))
+        parts.append(f"{method} speculative decoding ({draft:g} draft token{'s' if draft > 1 else ''}, {accept:g} "
+                     "tokens per step)")
+    return "".join(f", {p}" for p in parts)
+
+
+def spec_defaults(method: str, draft_tokens=None, accept_length=None) -> tuple[float, float]:
+    """(draft tokens, accept length) of a speculative method, each the given value or the method's default
+    (SPECULATIVE); the default accept length is capped at draft tokens + 1 where fewer drafts are given."""
+    d0, a0 = SPECULATIVE[method]
+    given = lambda v: v is not None and v == v  # noqa: E731  (NaN: absent)
+    draft = float(draft_tokens) if given(draft_tokens) else float(d0)
+    accept = float(accept_length) if given(accept_length) else min(a0, draft + 1)
+    return draft, accept
 
 
 def preset_variants(request: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -21,6 +21,9 @@ CORRECTED = {"ridge": 100, "itl_alpha": 100, "n_estimators": 200, "learning_rate
              "min_child_samples": 20, "reg_lambda": 1.0, "colsample_bytree": 1.0}
 GPUS = ("NVIDIA A100-SXM4-40GB", "NVIDIA H100 NVL", "NVIDIA L4", "Tesla T4", "NVIDIA H200")
 LLM = "meta-llama/Llama-3.1-8B-Instruct"
+# a measured 3B model leaves headroom below TDP at one sequence on the large GPUs (an 8B model's weight stream already
+# puts a 400 W GPU at ~0.85-0.9 x TDP at one sequence in this fit, at the edge of the 0.9 x TDP headroom rule)
+SMALL_LLM = "meta-llama/Llama-3.2-3B-Instruct"
 
 
 @pytest.fixture(scope="module")
@@ -71,14 +74,14 @@ def test_a_faster_step_at_the_same_work_draws_more_watts(fitted, monkeypatch):
     monkeypatch.setattr(model.itl_, "predict", lambda rows: 0.7 * slow_itl(rows))  # the same work, 30 % sooner
     after = _ask(fitted, "physics", requests)
     tdp = after["gpu_tdp_w"].to_numpy()
-    at_limit = before >= tdp * (1 - 1e-9)
+    at_limit = before * 1.01 >= tdp  # within 1 % of the limit: the clip at TDP leaves no room to rise by 1 %
     assert (after["power_w"].to_numpy()[~at_limit] > before[~at_limit] * 1.01).all()
     assert (after["power_w"].to_numpy() <= tdp + 1e-9).all()
 
 
 def test_power_rises_with_requests_in_flight_from_one_to_a_full_batch(fitted):
     for name in ("physics", "corrected"):
-        got = _ask(fitted, name, [{"gpu": g, "llm": LLM, "concurrency": c} for g in GPUS for c in (1, 256)])
+        got = _ask(fitted, name, [{"gpu": g, "llm": SMALL_LLM, "concurrency": c} for g in GPUS for c in (1, 256)])
         one, full = got["power_w"].to_numpy()[0::2], got["power_w"].to_numpy()[1::2]
         tdp = got["gpu_tdp_w"].to_numpy()[0::2]
         below = one < 0.9 * tdp  # a small GPU streams an 8B model near its limit already at one sequence

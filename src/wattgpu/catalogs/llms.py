@@ -76,6 +76,8 @@ class LlmSpec(BaseModel):
     kv_layers: int | None = LLM_CONFIG["kv_layers"].field(default=None)
     sliding_window: int | None = LLM_CONFIG["sliding_window"].field(default=None)
     kv_values_per_layer: int | None = LLM_CONFIG["kv_values_per_layer"].field(default=None)  # None: 2 x kv heads x head dim
+    # linear-attention / state-space layers' fixed state per sequence (None: none, every token mixer is attention)
+    state_values_per_sequence: int | None = LLM_CONFIG["state_values_per_sequence"].field(default=None)
     params_source: Literal["published", "computed", "table"]
     computed_params_b: float | None = LLM_CONFIG["total_params_b"].field()  # from the config; None where not computable
     source: str
@@ -129,9 +131,11 @@ class LlmSpec(BaseModel):
 
     def kv_cache_bytes_per_sequence(self, context_tokens: float,
                                     bytes_per_value: float = physics.BYTES_FP16) -> float:
-        """KV cache of one sequence at `context_tokens`, sliding-window layers capped at their window
-        (physics.kv_bytes_per_sequence); 0 if attention-free."""
-        return float(physics.kv_bytes_per_sequence(context_tokens, *self.kv_cache_layout(), bytes_per_value))
+        """KV cache of one sequence at `context_tokens`, sliding-window layers capped at their window, + the
+        linear-attention / state-space layers' fixed state (physics.kv_bytes_per_sequence); attention-free: the state
+        only."""
+        return float(physics.kv_bytes_per_sequence(context_tokens, *self.kv_cache_layout(), bytes_per_value,
+                                                   float(self.state_values_per_sequence or 0)))
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any], entry: str) -> LlmSpec:
@@ -193,7 +197,7 @@ def _spec_fields(arch: Architecture) -> dict[str, Any]:
         "family": arch.family, "is_moe": arch.is_moe, "num_experts": arch.num_experts,
         "experts_per_token": arch.experts_per_token, "dtype": arch.dtype, "weight_precision": arch.weight_precision,
         "kv_layers": arch.kv_layers, "kv_values_per_layer": arch.kv_values_per_layer,
-        "sliding_window": arch.sliding_window,
+        "sliding_window": arch.sliding_window, "state_values_per_sequence": arch.state_values_per_sequence or None,
     }
 
 

@@ -3,7 +3,8 @@
 The register stage records, per model, the range of each input a planner varies (`training_ranges`, in the model
 folder's meta.json). A prediction whose GPU spec, LLM size or workload falls outside that range is an
 extrapolation: still answered, but flagged (`outside`); the measured data cover a handful of GPUs, dense LLMs of
-limited size, two Poisson request rates and short prompts.
+limited size, two Poisson request rates and short prompts. A replica shape no source measured (expert parallel, DP
+attention, speculative decoding) is flagged too (`shape_note`): answered from the physics.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from wattgpu.workload import PRECISION_BYTES, engine_generation, generation_name, version_number
+from wattgpu import physics
+from wattgpu.workload import (ENGINE_PROXIES, PRECISION_BYTES, SPECULATIVE, engine_generation, generation_name,
+                              measured_engine, shape_words, version_number)
 
 # column of the canonical request / training rows (wattgpu.request.validate) -> how a planner reads it
 COLUMNS = {
@@ -31,6 +34,7 @@ COLUMNS = {
     "n_gpus": "GPUs per replica",
     "engine_version_num": "engine version",
     "weight_bytes_per_param": "bytes per weight",
+    "kv_bytes_per_value": "bytes per KV-cache value",
 }
 GPU_COLUMNS = tuple(c for c in COLUMNS if c.startswith("gpu_"))
 
@@ -74,17 +78,78 @@ def narrowest(ranges: Iterable[Mapping[str, list[float]]]) -> dict[str, list[flo
     return out
 
 
+_PROXY_FAMILY = {e: p[0] for e, p in ENGINE_PROXIES.items()}
+
+
+def _family(engine) -> str:
+    """The measured engine whose releases an engine's rows are compared with (itself, or its proxy)."""
+    return measured_engine(str(engine), "")[0]
+
+
+def engine_note(engine, version) -> str:
+    """The note of an engine no source measured (workload.ENGINE_PROXIES), '' for a measured one, e.g. 'sglang 0.5.21:
+    no source measured it; answered as vllm 0.14.1 (V1 engine), the nearest measured family (continuous batching,
+    ...)'."""
+    proxy = ENGINE_PROXIES.get(str(engine))
+    if proxy is None:
+        return ""
+    family, release, why = proxy
+    generation = generation_name(family, engine_generation(family, release))
+    return (f"{engine} {version or '(version unstated)'}: no source measured it; answered as {family} {release}"
+            f"{f' ({generation})' if generation else ''}, the nearest measured family ({why})")
+
+
+def shaped_mask(rows: pd.DataFrame) -> np.ndarray:
+    """Per row, whether it asks for a replica shape no source measured (expert parallel > 1, DP attention or a
+    speculative method; workload.REPLICA_SHAPE)."""
+    n = len(rows)
+    ep = pd.to_numeric(rows["expert_parallel"], errors="coerce").fillna(1).to_numpy(float) > 1 \
+        if "expert_parallel" in rows else np.zeros(n, bool)
+    dp = rows["dp_attention"].fillna(False).to_numpy(bool) if "dp_attention" in rows else np.zeros(n, bool)
+    spec = rows["speculative"].isin(list(SPECULATIVE)).to_numpy() if "speculative" in rows else np.zeros(n, bool)
+    return ep | dp | spec
+
+
+def shape_note(row: Mapping, ratio: float | None = None) -> str:
+    """The note of a replica shape no source measured, '' for none, e.g. 'expert parallel 8, DP attention: no source
+    measured them; ITL x 0.62 from the physics (physics.replica_step_s at the same requests in flight); their effect
+    on power is not modelled'."""
+    words = shape_words(row).lstrip(", ")
+    if not words:
+        return ""
+    applied = f"ITL x {ratio:.3g}" if ratio is not None and math.isfinite(ratio) else "ITL scaled"
+    return (f"{words}: no source measured {'them' if ', ' in words else 'it'}; answered as the same replica without, "
+            f"{applied} from the physics (physics.replica_step_s, at the same requests in flight); the effect on "
+            "power is not modelled")
+
+
+def shape_notes(rows: pd.DataFrame, ratio) -> dict[int, str]:
+    """Position -> shape_note of each row that asks for a replica shape, with its ITL ratio."""
+    at = np.flatnonzero(shaped_mask(rows))
+    if not len(at):
+        return {}
+    cols = [c for c in ("expert_parallel", "dp_attention", "speculative", "spec_draft_tokens", "spec_accept_length")
+            if c in rows]
+    records = rows.iloc[at][cols].to_dict("records")
+    return {int(i): shape_note(r, float(ratio[i])) for i, r in zip(at, records)}
+
+
 def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list[float]],
                  columns: Iterable[str] = tuple(COLUMNS)) -> np.ndarray:
-    """Per row, whether any column's value lies outside its range (`outside`, for a frame; NaN is inside)."""
+    """Per row, whether any column's value lies outside its range (`outside`, for a frame; NaN is inside), or, where
+    the engine version is among `columns`, its engine is one no source measured (engine_note)."""
     mask = np.zeros(len(rows), dtype=bool)
     columns = set(columns)
+    if VERSION in columns and "engine" in rows and ranges:
+        mask |= rows["engine"].astype(str).isin(list(ENGINE_PROXIES)).to_numpy()
+    if "n_gpus" in columns and ranges:  # a replica shape no source measured
+        mask |= shaped_mask(rows)
     for key, (lo, hi) in ranges.items():
         col, engine = _per_engine(key)
         if col not in columns or col not in rows or (engine and "engine" not in rows):
             continue
         v = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
-        mine = rows["engine"].astype(str).to_numpy() == engine if engine else True
+        mine = rows["engine"].astype(str).replace(_PROXY_FAMILY).to_numpy() == engine if engine else True
         with np.errstate(invalid="ignore"):
             mask |= mine & np.isfinite(v) & ((v < lo) | (v > hi))
     return mask
@@ -95,9 +160,13 @@ def outside(row: Mapping[str, float], ranges: Mapping[str, list[float]],
     """One phrase per column whose value lies outside its training range, e.g. 'TDP (W) 1000 > 700 measured'."""
     notes = []
     columns = set(columns)
+    if VERSION in columns and (note := engine_note(row.get("engine"), row.get("engine_version"))):
+        notes.append(note)
+    if "n_gpus" in columns and (note := shape_note(row)):
+        notes.append(note)
     for key, (lo, hi) in ranges.items():
         col, engine = _per_engine(key)
-        if col not in columns or col not in row or (engine and str(row.get("engine")) != engine):
+        if col not in columns or col not in row or (engine and _family(row.get("engine")) != engine):
             continue
         try:
             v = float(row[col])
@@ -135,10 +204,21 @@ def _version(number: float) -> str:
 
 
 def request_values(row: Mapping) -> dict:
-    """A validated request row with the derived columns coverage compares (the engine version as a number)."""
+    """A validated request row with the derived columns coverage compares: the engine version as a number (an
+    engine no source measured: the release it is answered as), bytes per weight over the whole model (the routed
+    experts at `expert_precision`) and per KV-cache value."""
     out = dict(row)
     if "engine_version" in out:
-        out["engine_version_num"] = version_number(out["engine_version"])
+        out["engine_version_num"] = version_number(measured_engine(str(out.get("engine")), out["engine_version"])[1])
     if out.get("precision") in PRECISION_BYTES:
         out["weight_bytes_per_param"] = PRECISION_BYTES[out["precision"]]
+        expert = out.get("expert_precision")
+        if expert in PRECISION_BYTES and expert != out["precision"]:
+            llm = [out.get(f"llm_{k}", np.nan) for k in ("total_params_b", "active_params_b", "experts_per_token",
+                                                          "num_experts")]
+            out["weight_bytes_per_param"] = float(physics.mean_bytes_per_param(
+                llm[0], PRECISION_BYTES[out["precision"]], physics.moe_expert_params_b(*llm),
+                PRECISION_BYTES[expert]))
+    if isinstance(out.get("kv_precision"), str) and out["kv_precision"]:
+        out["kv_bytes_per_value"] = physics.kv_bytes_per_value(out["kv_precision"])
     return out

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from wattgpu.features import FeatureSet
 from wattgpu.modeling.targets import Target
+from wattgpu.workload import ENGINE_PROXIES
 
 
 def preprocessor(features: FeatureSet, scale: bool = False) -> ColumnTransformer:
@@ -65,7 +66,8 @@ def as_measured_release(rows: pd.DataFrame, measured: dict[str, list[tuple[float
     rows unchanged. A release left unstated stays so (the model imputes it as it did in training)."""
     if not measured or VERSION not in rows or GENERATION not in rows or "engine" not in rows:
         return rows
-    engine = rows["engine"].astype(str).to_numpy()
+    # an engine no source measured is featured as its measured family's release (workload.ENGINE_PROXIES)
+    engine = rows["engine"].astype(str).replace({e: p[0] for e, p in ENGINE_PROXIES.items()}).to_numpy()
     gen, ver = rows[GENERATION].to_numpy(dtype=float), rows[VERSION].to_numpy(dtype=float, copy=True)
     asked = np.isfinite(ver) & np.isfinite(gen)
     unmeasured = np.zeros(len(rows), dtype=bool)

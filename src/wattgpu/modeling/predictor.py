@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.features import engineer, with_concurrency
+from wattgpu.features import engineer, replica_shape_ratio, with_concurrency
 from wattgpu.modeling import coverage, intervals
 from wattgpu.request import RequestError, Validated, validate, validate_batch
 from wattgpu.sources.schema import MEASURED_CONCURRENCY
@@ -35,6 +35,18 @@ def _cap(rows: pd.DataFrame) -> np.ndarray:
     """The engine's cap on requests in flight (vLLM's default max_num_seqs) per row."""
     return np.array([vllm_default_max_num_seqs(m, g, v) for m, g, v in
                      zip(rows["gpu_memory_gb"], rows["gpu"], rows["engine_version"])], dtype=float)
+
+
+def shaped_itl(model) -> callable:
+    """The ITL the served path answers, from an ITL model (featured rows -> s): its prediction times what the row's
+    replica shape (expert parallel, DP attention, speculative decoding; no measured row has them) does to the step
+    time at the row's requests in flight (features.replica_shape_ratio, physics.replica_itl_ratio; exactly 1 where
+    the row has none). The one place the ratio is applied: the requests in flight a Poisson rate implies
+    (solve_concurrency) and every answer (CLI, batch, HTTP, the planner) use this ITL."""
+    def itl(featured: pd.DataFrame) -> np.ndarray:
+        return np.asarray(model.predict(featured), dtype=float) * replica_shape_ratio(featured)
+
+    return itl
 
 
 def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray) -> pd.DataFrame:
@@ -88,7 +100,7 @@ class Predictor:
         return engineer(rows, offline_batch=self.offline_batch)
 
     def _itl(self, featured: pd.DataFrame) -> np.ndarray:
-        return np.asarray(self.models["itl"].predict(featured), dtype=float)
+        return shaped_itl(self.models["itl"])(featured)
 
     def solve_concurrency(self, featured: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
         """Featured rows at the requests in flight their Poisson rate implies (`solve_concurrency`, with this
@@ -132,7 +144,14 @@ class Predictor:
         level = level.to_numpy(dtype=float)
         group = intervals.workload_group(rows)
         out = {"level": level}
-        notes = [[] for _ in range(n)]
+        # an engine no source measured: answered as its nearest measured family, said in every row's note
+        engines = rows["engine"].astype(str).to_numpy() if "engine" in rows else np.full(n, "")
+        versions = rows["engine_version"].to_numpy() if "engine_version" in rows else np.full(n, "")
+        notes = [[note] if (note := coverage.engine_note(e, v)) else [] for e, v in zip(engines, versions)]
+        # a replica shape no source measured: answered from the physics, its ITL ratio said in the note
+        ratio = replica_shape_ratio(rows)
+        for i, note in coverage.shape_notes(rows, ratio).items():
+            notes[i].append(note)
         for target, column in (("power", "power_w"), ("itl", "itl_s")):
             lo, hi = np.full(n, np.nan), np.full(n, np.nan)
             cal = self.calibration.get(target)
@@ -246,11 +265,11 @@ def served_predictions(rows: pd.DataFrame, models: Mapping[str, object]) -> tupl
     if needs_itl.any() and "itl" not in models:
         raise ValueError("a Poisson load's requests in flight need an ITL model")
     itl_model = models.get("itl")
-    served, itl_at = solve_concurrency(asked, lambda r: itl_model.predict(r))
+    served, itl_at = solve_concurrency(asked, shaped_itl(itl_model) if itl_model is not None else None)
     out = {}
     for target, model in models.items():
         with np.errstate(over="ignore", invalid="ignore"):
-            pred = np.asarray(model.predict(served), dtype=float)
+            pred = shaped_itl(model)(served) if target == "itl" else np.asarray(model.predict(served), dtype=float)
         if target == "itl":  # ITL at the solved C where the solver's last step computed it (the same number)
             pred = np.where(np.isnan(itl_at), pred, itl_at)
         out[target] = pred

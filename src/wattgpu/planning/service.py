@@ -52,14 +52,15 @@ def memory_line(gpu: resolve.Resolved, llm: resolve.Resolved, w: dict[str, Any])
         return ""
     memory_gb = gpu.spec["gpu_memory_gb"] if isinstance(gpu.spec, dict) else gpu.spec.memory_gb
     wf = workload.filled({"precision": spec.weight_precision, **w})
-    rule = memory_rule(wf)
+    rule = memory_rule(wf, spec)
     tokens = wf["prompt_tokens"] + wf["output_tokens"]
+    kv_value = physics.kv_bytes_per_value(wf["kv_precision"])
     fit = planner.memory_fit(pd.DataFrame({"gpu": ["x"], "memory_gb": [float(memory_gb)]}),
-                             planner.LlmSize(spec.total_params_b, spec.kv_cache_bytes_per_token()), tokens,
+                             planner.LlmSize(spec.total_params_b, spec.kv_cache_bytes_per_token(kv_value)), tokens,
                              int(wf["n_gpus"]), rule).iloc[0]
     if not fit["fits"]:
         return f"DOES NOT FIT: {fit['reason']}"
-    kv = spec.kv_cache_bytes_per_sequence(tokens, physics.kv_bytes_per_value())
+    kv = spec.kv_cache_bytes_per_sequence(tokens, kv_value)
     held = physics.kv_fit_sequences(float(memory_gb), int(wf["n_gpus"]),
                                     physics.weights_gb(spec.total_params_b, rule.bytes_per_param), kv,
                                     rule.usable_fraction)
@@ -67,9 +68,18 @@ def memory_line(gpu: resolve.Resolved, llm: resolve.Resolved, w: dict[str, Any])
             f"cache holds {float(held):,.0f} such requests at once")
 
 
-def memory_rule(wf: dict[str, Any]) -> planner.MemoryRule:
-    """The memory rule at the workload's weight precision."""
-    return planner.MemoryRule(bytes_per_param=workload.PRECISION_BYTES[wf["precision"]])
+def memory_rule(wf: dict[str, Any], spec=None) -> planner.MemoryRule:
+    """The memory rule at the workload's weight precision: bytes per weight over the whole model, a mixture of
+    experts' routed experts at `expert_precision` where `spec` (the LLM) sizes them (physics.mean_bytes_per_param)."""
+    per_param = workload.PRECISION_BYTES[wf["precision"]]
+    expert = wf.get("expert_precision", wf["precision"])
+    if spec is not None and expert in workload.PRECISION_BYTES and expert != wf["precision"]:
+        llm = [getattr(spec, k, None) for k in ("total_params_b", "active_params_b", "experts_per_token",
+                                                "num_experts")]
+        llm = [math.nan if v is None else float(v) for v in llm]
+        per_param = float(physics.mean_bytes_per_param(llm[0], per_param, physics.moe_expert_params_b(*llm),
+                                                       workload.PRECISION_BYTES[expert]))
+    return planner.MemoryRule(bytes_per_param=per_param)
 
 
 def predict_one(models: ModelSet, gpu: resolve.Resolved, llm: resolve.Resolved, w: dict[str, Any],
@@ -203,9 +213,10 @@ def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], constr
         raise WattgpuError("--gpus names no GPU")
     keys = list(dict.fromkeys(project.resolve(n) for n in names))
     wf = workload.filled({"precision": llm.spec.weight_precision, **w})
+    kv_value = physics.kv_bytes_per_value(wf["kv_precision"])
     fit = planner.memory_fit(pd.DataFrame({"gpu": keys, "memory_gb": [project.get(k).memory_gb for k in keys]}),
-                             planner.LlmSize(llm.spec.total_params_b, llm.spec.kv_cache_bytes_per_token()),
-                             wf["prompt_tokens"] + wf["output_tokens"], int(wf["n_gpus"]), memory_rule(wf))
+                             planner.LlmSize(llm.spec.total_params_b, llm.spec.kv_cache_bytes_per_token(kv_value)),
+                             wf["prompt_tokens"] + wf["output_tokens"], int(wf["n_gpus"]), memory_rule(wf, llm.spec))
     labels = [k for k, ok in zip(keys, fit["fits"]) if ok]
     constraints = dataclasses.replace(constraints, gpus_per_replica=int(wf["n_gpus"]))
     requests = [{**resolve.resolve_gpu(k, models.gpus, project).fields, **llm.fields, **w,

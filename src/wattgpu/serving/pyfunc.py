@@ -153,9 +153,24 @@ def request_fields() -> dict[str, dict]:
         "gpu": {"type": "string", "note": "catalog name or alias; else give the gpu_* spec fields"},
         "llm": {"type": "string", "note": "catalog name or alias; else give the llm_* config fields"},
         **numbers("", fields.WORKLOAD, fields.WORKLOAD),
-        "precision": {"type": "string", "allowed": list(workload.PRECISION_BYTES)},
-        "engine": {"type": "string", "allowed": list(workload.ENGINES)},
+        "precision": {"type": "string", "allowed": list(workload.PRECISION_BYTES),
+                      "note": "the weights'; default: the LLM's own, else bf16"},
+        "expert_precision": {"type": "string", "allowed": list(workload.PRECISION_BYTES),
+                             "note": "a mixture of experts' routed experts (e.g. nvfp4 with precision fp8); default: "
+                                     "precision; an error for a dense LLM"},
+        "kv_precision": {"type": "string", "allowed": list(workload.KV_PRECISIONS),
+                         "note": "the KV cache's; default: the weights' 16-bit type (fp16 for fp16 weights, else bf16)"},
+        "engine": {"type": "string", "allowed": list(workload.ENGINES),
+                   "note": "; ".join(f"{e}: no source measured it, answered as {p[0]} {p[1]} and flagged in `interval`"
+                                     for e, p in workload.ENGINE_PROXIES.items())},
         "engine_version": {"type": "string", "note": "e.g. 0.11; newer than any measured is answered and flagged"},
+        "dp_attention": {"type": "boolean", "note": workload.SHAPE_HELP["dp_attention"]},
+        "speculative": {"type": "string", "allowed": list(workload.SPECULATIVE_CHOICES),
+                        "note": workload.SHAPE_HELP["speculative"]},
+        **{k: {**v, "note": workload.SHAPE_HELP[k] + "; no source measured it: answered from the physics and flagged "
+                            "in `interval`"}
+           for k, v in numbers("", fields.WORKLOAD, ("expert_parallel", "spec_draft_tokens",
+                                                     "spec_accept_length")).items()},
         **numbers("gpu_", fields.GPU_SPEC, fields.GPU_SPEC, fields.GPU_SPEC_REQUIRED),
         **{f"gpu_{k}": {"type": "string"} for k in (*fields.GPU_SPEC_TEXT, "name")},
         **numbers("llm_", fields.LLM_CONFIG, llm_numeric, fields.LLM_CONFIG_REQUIRED),
