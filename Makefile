@@ -8,7 +8,7 @@ export DO_NOT_TRACK := 1
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: run test verify verify-lock setup data repro clean-venv bench readme serve services services-stop
+.PHONY: run test test-fast verify verify-lock setup data repro clean-venv bench readme serve ui browser services services-stop
 
 $(BIN)/wattgpu: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,9 +29,13 @@ run: data
 	$(BIN)/wattgpu data-report
 	$(BIN)/wattgpu results
 
-## Install and run every test (code, data and integration tests).
-test: data
+## Install and run every test (code, data, integration, and the planner page's tests in the system Chromium).
+test: data browser
 	$(BIN)/python -m pytest -q
+
+## The inner loop: unit and property tests only (no raw data, no pipeline, no server), in about a minute.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow and not data and not pipeline"
 
 ## CI's check that main reproduces: rerun the default pipeline, fail if `dvc status` is not clean afterwards, if the
 ## committed dvc.lock was not made by this code, data and params, or if a committed metric moved beyond its noise.
@@ -47,6 +51,16 @@ WORKERS ?= 1
 ## Serve both champions on http://127.0.0.1:$(PORT)/invocations (power and ITL in one answer; PORT=..., WORKERS=...).
 serve: setup
 	$(BIN)/python -m wattgpu.serving.app --port $(PORT) --workers $(WORKERS)
+
+UI_PORT ?= 8765
+## The planner page on http://127.0.0.1:$(UI_PORT) (ask, compare GPUs, recommend), answered by the champions in models/.
+ui: setup
+	$(BIN)/wattgpu ui --port $(UI_PORT)
+
+## The OS's Chromium, which the planner page's tests drive through Playwright (whose own browser download is not
+## reachable here); installed with apt-get where it is missing.
+browser:
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 
 ## Load the served champions (16 clients x 60 s: errors, 1-row p50/p99, batched rows/s, memory) and time in-process.
 bench: setup

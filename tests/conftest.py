@@ -15,6 +15,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+NEEDS_PIPELINE = frozenset({"pipeline", "raw_dir"})  # the fixtures that need the raw data (and build the pipeline)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: `make test-fast` leaves these out
+def pytest_collection_modifyitems(config, items):
+    """Mark `pipeline` every test whose fixtures (directly or through others) need the raw data or the pipeline
+    built from it, so that the mark never depends on someone remembering it."""
+    for item in items:
+        if NEEDS_PIPELINE & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.pipeline)
 
 
 @pytest.fixture(autouse=True)

@@ -68,7 +68,7 @@ PromptOpt = typer.Option(None, "--prompt-tokens", help=f"mean prompt tokens [def
 OutputOpt = typer.Option(None, "--output-tokens", help=f"mean output tokens [default: {workload.DEFAULTS['output_tokens']:g}]")
 NGpusOpt = typer.Option(None, "--gpus-per-replica", help="GPUs serving one replica, tensor x pipeline parallel (the "
                         f"request field n_gpus) [default: {workload.DEFAULTS['n_gpus']:g}]")
-ConcOpt = typer.Option(None, "--concurrency", help="requests the engine runs at once (a closed batch); or --rate")
+ConcOpt = typer.Option(None, "--concurrency", help="requests in flight (a closed batch; beyond the KV cache's fit they wait); or --rate")
 PpOpt = typer.Option(None, "--pipeline-parallel", help="pipeline stages of the replica's GPUs [default: 1]")
 PrecOpt, ExpertPrecOpt, KvPrecOpt, EngineOpt, VersionOpt = (  # --precision ... --engine-version
     typer.Option(None, "--" + k.replace("_", "-"), help=workload.HELP[k]) for k in workload.HELP)
@@ -172,6 +172,15 @@ def recommend_cmd(
         typer.echo(console.recommend_json(answer))
     else:
         console.print_recommendation(answer)
+
+
+@app.command("ui")
+@user_errors
+def ui_cmd(host: str = typer.Option("127.0.0.1", "--host", help="address to bind (127.0.0.1: this machine only)"),
+           port: int = typer.Option(8765, "--port"), models: Path = ModelsOpt) -> None:
+    """Serve the planner page (ask, compare GPUs, recommend; offline) on http://HOST:PORT from the champions."""
+    from wattgpu.ui.app import serve
+    serve(host, port, models)
 
 
 @app.command("precompute")

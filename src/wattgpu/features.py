@@ -15,8 +15,19 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.workload import (DEFAULT_ENGINE, MAX_OUTPUT_TOKENS, MEASURED_ENGINES, OFFLINE_RATE, PRECISION_BYTES,
-                              SPECULATIVE, engine_generation, measured_engine, spec_defaults, version_number)
+from wattgpu.workload import (
+    DEFAULT_ENGINE,
+    MAX_OUTPUT_TOKENS,
+    MEASURED_ENGINES,
+    OFFLINE_RATE,
+    PRECISION_BYTES,
+    SPECULATIVE,
+    engine_generation,
+    measured_engine,
+    spec_defaults,
+    version_number,
+    vllm_default_max_num_seqs,
+)
 
 PAPER_KV_TOKENS = 512 + 128  # the paper's KV-cache size: one 512-token prompt + 128 generated tokens
 PAPER_TOKENS_PER_REQUEST = 1000 + MAX_OUTPUT_TOKENS  # the paper's concurrency estimate: 1,000 context tokens + the cap
@@ -195,7 +206,7 @@ def engineer(df: pd.DataFrame, offline_batch: float) -> pd.DataFrame:
 
 # The features that change with the requests in flight (the Poisson fixed point recomputes only these).
 CONCURRENCY_FEATURES = ("weights_step_s", "itl_physics_s", "log_weights_step_s", "log_itl_physics_s", "log_batch",
-                        "concurrency_duty", "busy_fraction")
+                        "concurrency_duty", "busy_fraction", "running_sequences")
 
 
 def _workload_features(out: _Columns) -> None:
@@ -239,6 +250,7 @@ def _workload_features(out: _Columns) -> None:
                 "comm_step_per_sequence_s", "fixed_step_s", "itl_physics_s"):
         # an attention-free LLM reads no KV cache; one GPU all-reduces nothing
         out[f"log_{col}"] = np.log(np.maximum(out[col], 1e-9))
+    out["running_cap"] = _running_cap(out, step, _fill(prompt, 0) + answer / 2)
     out.update(_concurrency_features(out, out.num("concurrency"), step))
     # Open-loop load (requests arrive at a rate, the GPU idles between them) or a closed batch (always full).
     out["poisson_arrivals"] = (~np.isnan(out.num("request_rate_per_s"))).astype(float) \
@@ -311,10 +323,35 @@ def _step_inputs(cols: _Columns) -> dict:
             "expert_params": physics.moe_expert_params_b(total, active, top_k, experts)}
 
 
+def _running_cap(cols: _Columns, step: dict, mean_context) -> np.ndarray:
+    """The most sequences one decode step of the row's replica runs (physics.running_sequences): those whose KV
+    cache at the mean context a running sequence holds (prompt + half the answer: a paged cache grows with the
+    answer) fits beside the weights, and for vLLM's V1 engine (0.9 on: what a user runs today; workload.
+    vllm_default_max_num_seqs, the rule ingest applies to offline runs) its default max_num_seqs. Older releases and
+    other engines: the KV fit only (ML.ENERGY's vLLM 0.4.2 runs hold more than V0's 256 default: raised by the lab)."""
+    weights = physics.weights_gb(step["total"], step["weight_bytes"], step["expert_params"], step["expert_bytes"])
+    gpus, memory = step["tp"] * step["pp"], cols.num("gpu_memory_gb")
+    fit = physics.kv_fit_sequences(memory, gpus, weights, _kv_bytes_per_sequence(cols, mean_context, step["kv_bytes"]))
+    # weights that leave no room (the memory rule says so to the user) are answered as if they fitted: no cap
+    fit = np.where(weights < physics.MEMORY_UTILIZATION * memory * gpus, fit, np.inf)
+    n = len(cols.frame)
+    engine = cols.frame["engine"].astype(str).to_numpy() if "engine" in cols else np.full(n, DEFAULT_ENGINE)
+    version = cols.frame["engine_version"].fillna("").astype(str).to_numpy() if "engine_version" in cols \
+        else np.full(n, "")
+    gpu = cols.frame["gpu"].astype(str).to_numpy() if "gpu" in cols else np.full(n, "")
+    cap = np.full(n, np.inf)
+    for i, (e, v) in enumerate(zip(engine, version)):
+        family, release = measured_engine(e, v)
+        if family == "vllm" and engine_generation(family, release) >= 1:  # the V1 engine
+            cap[i] = vllm_default_max_num_seqs(float(memory[i]), gpu[i], release)
+    return np.minimum(fit, cap)
+
+
 def _concurrency_features(cols: _Columns, concurrency: np.ndarray, step: dict) -> dict[str, np.ndarray]:
-    """CONCURRENCY_FEATURES at `concurrency` requests in flight, from the decode step's other terms in `cols`."""
+    """CONCURRENCY_FEATURES at `concurrency` requests in flight, from the decode step's other terms in `cols`: the
+    step runs b = physics.running_sequences of them (`running_cap`: _running_cap; the rest wait)."""
     c = np.asarray(concurrency, dtype=float)
-    b = np.maximum(c, 1.0)
+    b = physics.running_sequences(c, cols.num("running_cap") if "running_cap" in cols else np.inf)
     weights = physics.read_s(physics.weights_read_per_step_bytes(step["total"], step["active"], step["top_k"],
                                                                  step["experts"], b, step["weight_bytes"],
                                                                  step["expert_bytes"]),
@@ -325,7 +362,8 @@ def _concurrency_features(cols: _Columns, concurrency: np.ndarray, step: dict) -
     return {"weights_step_s": weights, "itl_physics_s": itl, "log_weights_step_s": np.log(np.maximum(weights, 1e-9)),
             "log_itl_physics_s": np.log(np.maximum(itl, 1e-9)), "log_batch": np.log(b),
             "concurrency_duty": np.minimum(c, 1.0),  # a Poisson load below one request in flight leaves the GPU idle
-            "busy_fraction": 1.0 - np.exp(-c)}  # share of time with a request in flight (Poisson arrivals, mean c)
+            "busy_fraction": 1.0 - np.exp(-c),  # share of time with a request in flight (Poisson arrivals, mean c)
+            "running_sequences": b}
 
 
 def with_concurrency(featured: pd.DataFrame, concurrency) -> pd.DataFrame:
@@ -439,7 +477,7 @@ def _shape_ratio(cols: _Columns, shape: dict[str, np.ndarray]) -> np.ndarray:
 
 def replica_fit_ratio(rows: pd.DataFrame, context_tokens) -> np.ndarray:
     """Per row, the sequences whose KV cache (at `context_tokens`) fits beside the weights under DP attention
-    (physics.kv_fit_sequences_per_gpu: each sequence cached whole on one GPU, the attention weights whole on every
+    (physics.kv_fit_sequences with the attention weights whole on every GPU, each sequence cached whole on one
     GPU) over those today's rule for the replica holds (physics.kv_fit_sequences: the replica's memory pooled, the
     KV cache split evenly). The rule is kept for every other row; DP attention's fit is physical, so it is not
     scaled from the rule (which already splits a latent (MLA) KV cache that tensor parallelism would replicate).
@@ -464,7 +502,8 @@ def replica_fit_ratio(rows: pd.DataFrame, context_tokens) -> np.ndarray:
     memory = cols.num("gpu_memory_gb")
     with np.errstate(divide="ignore", invalid="ignore"):
         base = physics.kv_fit_sequences(memory, tp * pp, weights, kv)
-        dp = physics.kv_fit_sequences_per_gpu(memory, per_gpu + attention_gb * (1 - 1 / tp) / pp, kv, tp * pp)
+        # every GPU holds its weight share plus the rest of the attention weights; the KV cache splits by sequence
+        dp = physics.kv_fit_sequences(memory, tp * pp, (per_gpu + attention_gb * (1 - 1 / tp) / pp) * tp * pp, kv)
         ratio[at] = _fill(dp / base, 1.0)
     return ratio
 

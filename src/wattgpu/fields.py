@@ -7,6 +7,7 @@ value accepted in one place is accepted everywhere. Units are in the names.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,8 +81,42 @@ GPU_AT_MOST = (("base_clock_mhz", "boost_clock_mhz"),)
 LLM_AT_MOST = (("active_params_b", "total_params_b"), ("num_kv_heads", "num_attention_heads"),
                ("experts_per_token", "num_experts"), ("kv_layers", "num_layers"))
 
+
+@dataclass(frozen=True)
+class Divides:
+    """A spec field that must divide another (`divisor` | `multiple`), unless `unless` is given; `why` names the
+    fields in braces, so that each caller words them as its user wrote them (a request's llm_hidden_size, a
+    config.json's num_key_value_heads)."""
+
+    divisor: str
+    multiple: str
+    unless: str | None
+    why: str
+
+    def holds(self, divisor: float, multiple: float, unless: float | None = None) -> bool:
+        """True unless both are given (not None / NaN), `unless` is not, and `divisor` does not divide `multiple`."""
+        given = [v is not None and not math.isnan(v) for v in (divisor, multiple, unless)]
+        return not (given[0] and given[1] and not given[2]) or multiple % divisor == 0
+
+    def problem(self, divisor: float, multiple: float, name=lambda field: field) -> str:
+        """'27 does not divide hidden_size 3584: ...', each field as `name(field)` words it."""
+        names = {f: name(f) for f in (self.divisor, self.multiple, self.unless) if f}
+        return f"{divisor:g} does not divide {names[self.multiple]} {multiple:g}: {self.why.format(**names)}"
+
+
+# Spec fields that must divide another: checked on catalog entries, config.json files and requests alike. Where a
+# config leaves head_dim out, every implementation takes hidden_size / num_attention_heads (transformers refuses a
+# remainder); many real configs set head_dim, and then heads x head_dim may differ from hidden_size.
+LLM_DIVIDES = (
+    Divides("num_attention_heads", "hidden_size", "head_dim",
+            "without {head_dim} each attention head gets {hidden_size} / {num_attention_heads} values (give "
+            "{head_dim} where heads x head_dim differs from the hidden size)"),
+    Divides("num_kv_heads", "num_attention_heads", None,
+            "the query heads share the KV heads in equal groups (grouped-query attention)"),
+)
+
 WORKLOAD: dict[str, Bounds] = {
-    "concurrency": Bounds(1e-3, 100_000),  # requests the engine runs at once (a closed batch)
+    "concurrency": Bounds(1e-3, 100_000),  # requests in flight (a closed batch)
     "request_rate_per_s": Bounds(1e-6, 1000),  # Poisson arrivals
     "prompt_tokens": Bounds(1, 1_000_000),
     "output_tokens": Bounds(1, 1_000_000),

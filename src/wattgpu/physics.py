@@ -288,6 +288,15 @@ def pipeline_stage_s(num_layers, pipeline_parallel):
     return FIXED_STEP_S_PER_LAYER * num_layers * (np.asarray(pipeline_parallel, dtype=float) - 1)
 
 
+def running_sequences(requests_in_flight, kv_fit, engine_cap=np.inf):
+    """Sequences a decode step runs: the requests in flight, at most as many as the KV cache holds (`kv_fit`,
+    kv_fit_sequences at the mean context a running sequence holds) and the engine admits (`engine_cap`, e.g. vLLM's
+    max_num_seqs); the others wait for a free slot (their wait is time to first token, not ITL). At least 1 (a step
+    runs one sequence even when fewer than one is in flight on average)."""
+    c = np.asarray(requests_in_flight, dtype=float)
+    return np.maximum(np.minimum(np.minimum(c, kv_fit), engine_cap), 1.0)
+
+
 def busy_fraction(concurrency, poisson):
     """Share of the time the GPU decodes: a closed batch (`poisson` False) always has a sequence running, 1; under
     Poisson arrivals with mean requests in flight C the count in flight is Poisson, so P(at least one) = 1 - e^-C."""
@@ -460,16 +469,3 @@ def replica_itl_ratio(step_with_s, step_without_s, accept_length=1.0):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(step_with_s, dtype=float) / np.asarray(accept_length, dtype=float) \
             / np.asarray(step_without_s, dtype=float)
-
-
-def kv_fit_sequences_per_gpu(memory_gb, weights_per_gpu_gb, kv_bytes_per_sequence, shards,
-                             utilization: float = MEMORY_UTILIZATION):
-    """Sequences whose KV cache fits in a replica whose every GPU holds `weights_per_gpu_gb` of weights and 1 /
-    `shards` of every sequence's KV cache (kv_shards): (utilization x memory - weights per GPU) x shards / KV bytes
-    of one sequence; at least 1. Under DP attention the attention weights are whole on every GPU (more weights per
-    GPU) but the KV cache splits by sequence."""
-    free = (utilization * np.asarray(memory_gb, dtype=float) - weights_per_gpu_gb) * 1e9
-    per_sequence = np.asarray(kv_bytes_per_sequence, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fit = np.where(per_sequence > 0, free * shards / per_sequence, np.inf)
-    return np.maximum(fit, 1.0)

@@ -7,8 +7,9 @@ A request is a mapping (one row of a frame) with:
   the others are optional: `gpu_interconnect_bandwidth_gb_s`, GPU-to-GPU bandwidth both ways, left out is read as
   a PCIe Gen4 x16 link, physics.PCIE_GEN4_X16_GB_S = 64 GB/s, by the tensor-parallel all-reduce term);
 - `llm`: a catalog name or alias, or else the LLM's config fields `llm_<field>` (fields.LLM_CONFIG_REQUIRED at least);
-- the load, one of: `concurrency` (requests the engine runs at once), `request_rate_per_s` (Poisson arrivals, with
-  `scenario` absent or `server`), or a preset `scenario`: offline | server_low | server_high;
+- the load, one of: `concurrency` (requests in flight; a step decodes those the KV cache and engine admit),
+  `request_rate_per_s` (Poisson arrivals, with `scenario` absent or `server`), or a preset `scenario`: offline |
+  server_low | server_high;
 - optional: `level` (the prediction interval's confidence, a fraction, default 0.8), `prompt_tokens`,
   `output_tokens`, `n_gpus` (GPUs per replica), `pipeline_parallel`, `precision`, `engine`, `engine_version`
   (defaults: workload.DEFAULTS, the LLM's own precision, vLLM at the newest measured version);
@@ -33,7 +34,12 @@ Strict (`Request`, a pydantic model built from the one table of ranges, wattgpu.
 error with a "did you mean"; a number must be a number (not text, not a bool), finite, inside its range and whole
 where it counts things; text must be printable (no newline or control character) and at most
 fields.TEXT_MAX_CHARS long. The rules between fields (a catalog name or spec fields; one load; active <= total
-parameters; pipeline stages divide the GPUs; ...) run on the whole batch at once, vectorised.
+parameters; attention heads divide the hidden size unless head_dim is given, fields.LLM_DIVIDES; pipeline stages
+divide the GPUs; a text field beside a catalog name, gpu_architecture or llm_family or a gpu_name label, agrees with
+the entry, as it would otherwise be ignored; ...) run on the whole batch at once, vectorised. A frame that gives a
+column twice is an error naming it. `read_csv` reads requests from CSV text the same way for the batch CLI and HTTP
+`text/csv`: text fields stay text (a label 1234, engine_version 0.10), a text cell in a number column is that row's
+error only, and each row keeps the line of the file it begins on.
 
 Absent: a field left out, null (None) or blank text is absent and takes its default ("missing" where it is
 required). A DataFrame (a CSV read into one, an HTTP `dataframe_records` body) marks an empty cell with NaN, so
@@ -47,8 +53,10 @@ planner): it raises `BatchRequestError`, a `RequestError` naming the first bad r
 
 from __future__ import annotations
 
+import csv
 import difflib
 import functools
+import io
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -60,6 +68,7 @@ from pydantic import ConfigDict, Field, Strict, StringConstraints, TypeAdapter, 
 from typing_extensions import NotRequired, TypedDict
 
 from wattgpu import fields, physics
+from wattgpu.catalogs.base import normalize_name
 from wattgpu.errors import UnknownNameError, WattgpuError, shown
 from wattgpu.features import GPU_FIELDS, LLM_FIELDS, kv_bytes_per_sequence, replica_fit_ratio
 from wattgpu.workload import (
@@ -99,6 +108,7 @@ class Part:
     text: tuple[str, ...]
     canonical: tuple[str, ...]  # features.GPU_FIELDS / LLM_FIELDS
     at_most: tuple[tuple[str, str], ...]  # fields.GPU_AT_MOST / LLM_AT_MOST
+    divides: tuple[fields.Divides, ...] = ()  # fields.LLM_DIVIDES
 
     @property
     def prefix(self) -> str:
@@ -108,7 +118,7 @@ class Part:
 GPU = Part("gpu", tuple(fields.GPU_SPEC), fields.GPU_SPEC_REQUIRED, fields.GPU_SPEC_TEXT, GPU_FIELDS,
            fields.GPU_AT_MOST)
 LLM = Part("llm", (*fields.LLM_CONFIG_REQUIRED, *fields.LLM_CONFIG_OPTIONAL), fields.LLM_CONFIG_REQUIRED,
-           fields.LLM_CONFIG_TEXT, LLM_FIELDS, fields.LLM_AT_MOST)
+           fields.LLM_CONFIG_TEXT, LLM_FIELDS, fields.LLM_AT_MOST, fields.LLM_DIVIDES)
 GPU_SPEC_OPTIONAL = tuple(k for k in fields.GPU_SPEC if k not in fields.GPU_SPEC_REQUIRED)
 
 # Every numeric request field and its range; the fields chosen from a list; the free-text fields.
@@ -272,9 +282,20 @@ class Validated:
         return out
 
 
+def _no_column_twice(columns: pd.Index) -> None:
+    """A column given twice is an error naming it (a frame would keep one of its values and ignore the other)."""
+    twice = columns[columns.duplicated()]
+    if len(twice):
+        at = [i for i, c in enumerate(columns) if c == twice[0]]
+        raise RequestError(None, str(twice[0]), f"column given {len(at)} times (positions {', '.join(map(str, at))}); "
+                                                "give each field once")
+
+
 def _records(requests: pd.DataFrame | Iterable[Mapping]) -> list:
-    """A frame's rows without their absent (NaN) cells; a list of mappings as it is."""
+    """A frame's rows without their absent (NaN) cells; a list of mappings as it is. A frame that gives a column
+    twice (e.g. a `dataframe_split` body) is an error naming it: one of its values would be ignored."""
     if isinstance(requests, pd.DataFrame):
+        _no_column_twice(requests.columns)
         names, values = list(requests.columns), requests.to_numpy(object).tolist()
         given = requests.notna().to_numpy()
         if given.all():
@@ -338,6 +359,17 @@ def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame
     return batch.rows
 
 
+def validate_one(variants: list[Mapping], gpus, llms) -> pd.DataFrame:
+    """The canonical rows of one question asked several ways (the same request at each interval level, or on each
+    GPU): any error raises BatchRequestError naming each distinct (field, problem) once, without row numbers, as the
+    one request a user sent."""
+    batch = validate_batch(variants, gpus, llms)
+    if batch.errors:
+        once = dict.fromkeys((e.field, e.problem) for e in batch.errors)
+        raise BatchRequestError([RowError(None, f, p) for f, p in once], 1)
+    return batch.rows
+
+
 def check_workload(w: Mapping[str, Any]) -> None:
     """A workload's fields (no GPU or LLM yet) by the same model and rules; raises RequestError naming the field."""
     errors = _Errors()
@@ -349,6 +381,54 @@ def check_workload(w: Mapping[str, Any]) -> None:
         _workload(_columns(valid), np.zeros(1, dtype=int), errors)
     if errors.items:
         raise RequestError(None, errors.items[0].field, errors.items[0].problem)
+
+
+def spec_problems(kind: str, spec: Mapping[str, Any]) -> list[RowError]:
+    """A GPU's spec-sheet fields or an LLM's config fields in their own names (`tdp_w`, as a spec YAML writes them,
+    not the request's `gpu_tdp_w`), checked as a request's are (type, range, the rules between them): one error per
+    bad field (row None), naming it as given."""
+    part = {"gpu": GPU, "llm": LLM}[kind]
+    errors = _Errors()
+    try:
+        valid = _BATCH.validate_python([{part.prefix + k: v for k, v in spec.items()}])
+    except ValidationError as exc:
+        errors.items = _model_errors(exc)
+    else:
+        _spec_rules(_columns(valid), np.zeros(1, dtype=int), part, errors, name=lambda f: f)
+    return [RowError(None, e.field.removeprefix(part.prefix), e.problem) for e in errors.items]
+
+
+# ------------------------------------------------------------------------------------------------- CSV
+
+
+TEXT_FIELDS = (*CHOICES, *TEXT)  # read from a CSV as text: a label such as 1234, or engine_version 0.10, stays text
+
+
+def read_csv(text: str) -> tuple[pd.DataFrame, list[int]]:
+    """Requests from CSV text (a header, then one request per row), and the line of the text where each row begins.
+    As `validate_batch` reads a frame: an empty cell is absent. The text fields (TEXT_FIELDS) stay text, whatever
+    they look like; in a number column each cell that reads as a number is one, and a cell that does not keeps its
+    text, so that only its own row is rejected. Raises pandas' ParserError / EmptyDataError where it is no CSV."""
+    header = next(csv.reader(io.StringIO(text)), [])
+    _no_column_twice(pd.Index([h.strip() for h in header]))  # pandas would rename the second `x` to `x.1`
+    frame = pd.read_csv(io.StringIO(text), dtype={k: str for k in TEXT_FIELDS})
+    for k in frame.columns.intersection(list(BOUNDS)):
+        if frame[k].dtype == object:  # some cell is not a number: the others are
+            numbers = pd.to_numeric(frame[k], errors="coerce")
+            frame[k] = numbers.astype(object).where(numbers.notna() | frame[k].isna(), frame[k])
+    return frame, row_lines(text)
+
+
+def row_lines(text: str) -> list[int]:
+    """The line (1-based) of CSV `text` where each data row begins, as pandas reads rows: a blank (or blank-looking)
+    line is no row, and a quoted field may span lines."""
+    reader = csv.reader(io.StringIO(text))
+    starts, end = [], 0
+    for record in reader:
+        if len(record) > 1 or (record and record[0].strip()):
+            starts.append(end + 1)
+        end = reader.line_num
+    return starts[1:]  # the first is the header
 
 
 # ------------------------------------------------------------------------------------------------- the rules
@@ -391,13 +471,11 @@ def _resolve(cols: dict[str, np.ndarray], rows: np.ndarray, part: Part, catalog,
     errors.add(by_spec & np.isin(label, list(taken)), rows, f"{prefix}name",
                lambda i: f"{shown(label[i])} is a catalog {kind.upper()}: send {kind!r} instead, or choose another "
                          "label")
-    for lo, hi in part.at_most:
-        a, b = cols[prefix + lo], cols[prefix + hi]
-        errors.add(a > b, rows, prefix + lo,
-                   lambda i, a=a, b=b, hi=hi: f"{a[i]:g} exceeds {prefix}{hi} {b[i]:g} (at most equal)")
+    _spec_rules(cols, rows, part, errors)
+    found = pd.notna(key)
+    _beside_name(cols, rows, part, catalog, np.where(by_name & found, key, None), errors)
     # the canonical columns: the catalog's entry, or the given spec (text fields "unknown" where not given)
     table = catalog.field_table(part.canonical)
-    found = pd.notna(key)
     pos = table.index.get_indexer(np.where(found, key, table.index[0] if len(table) else None))
     out = {}
     for f in part.canonical:
@@ -415,6 +493,53 @@ def _resolve(cols: dict[str, np.ndarray], rows: np.ndarray, part: Part, catalog,
         out["llm_active_params_b"] = active
     out[kind] = np.where(found, key, np.where(pd.notna(label), label, f"custom {kind.upper()}"))
     return out
+
+
+def _spec_rules(cols: dict[str, np.ndarray], rows: np.ndarray, part: Part, errors: _Errors, name=None) -> None:
+    """The rules between a GPU's or an LLM's spec fields (fields.GPU_AT_MOST, LLM_AT_MOST, LLM_DIVIDES), on whole
+    columns; each broken one names the first field of its rule, as `name` words it (default: the request's
+    gpu_ / llm_ field)."""
+    prefix = part.prefix
+    name = name or (lambda f: prefix + f)
+    with np.errstate(invalid="ignore"):
+        for lo, hi in part.at_most:
+            a, b = cols[prefix + lo], cols[prefix + hi]
+            errors.add(a > b, rows, name(lo),
+                       lambda i, a=a, b=b, hi=hi: f"{a[i]:g} exceeds {name(hi)} {b[i]:g} (at most equal)")
+        for rule in part.divides:
+            a, b = cols[prefix + rule.divisor], cols[prefix + rule.multiple]
+            exempt = ~np.isnan(cols[prefix + rule.unless]) if rule.unless else np.zeros(len(a), dtype=bool)
+            errors.add(~np.isnan(a) & ~np.isnan(b) & ~exempt & (np.fmod(b, a) != 0), rows, name(rule.divisor),
+                       lambda i, a=a, b=b, rule=rule: rule.problem(a[i], b[i], name))
+
+
+def _beside_name(cols: dict[str, np.ndarray], rows: np.ndarray, part: Part, catalog, key: np.ndarray,
+                 errors: _Errors) -> None:
+    """Text fields given beside a catalog name (`key`: the entry per row, None where not named) must be that entry's,
+    as names are compared (case and spaces aside): a label (gpu_name) one of its names, an architecture, vendor,
+    family, ... its own. Otherwise they would be ignored: the catalog entry is what is predicted."""
+    kind, prefix = part.kind, part.prefix
+    named = pd.notna(key)
+    if not named.any():
+        return
+    label = cols[f"{prefix}name"]
+    at = np.flatnonzero(named & pd.notna(label))
+    same = {(label[i], key[i]): label[i] in catalog and catalog.resolve(label[i]) == key[i] for i in at}
+    errors.add(np.isin(np.arange(len(key)), [i for i in at if not same[(label[i], key[i])]]), rows, f"{prefix}name",
+               lambda i: f"{shown(label[i])} is not a name of {key[i]!r}, the catalog {kind.upper()} that {kind!r} "
+                         f"names: leave {prefix}name out (the answer names {key[i]!r}), or send the {prefix}* spec "
+                         f"fields instead of {kind!r}")
+    table = catalog.field_table(part.text)
+    for f in part.text:
+        given, field = cols[prefix + f], prefix + f
+        at = np.flatnonzero(named & pd.notna(given))
+        entry = {i: table.at[key[i], f] for i in at}
+        wrong = [i for i in at if not isinstance(entry[i], str) or normalize_name(entry[i]) != normalize_name(given[i])]
+        errors.add(np.isin(np.arange(len(key)), wrong), rows, field,
+                   lambda i, f=f, field=field, entry=entry, given=given: (
+                       f"{shown(given[i])} contradicts {key[i]!r}, the catalog {kind.upper()} that {kind!r} names"
+                       + (f", whose {f} is {entry[i]!r}" if isinstance(entry[i], str) else f", which records no {f}")
+                       + f": leave {field} out, or send the {prefix}* spec fields instead of {kind!r}"))
 
 
 def _workload(cols: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) -> dict:

@@ -129,6 +129,10 @@ def default_kv_precision(precision: str) -> str:
     return "fp16" if precision == "fp16" else "bf16"
 
 
+# engine -> the measured engine whose releases answer it (itself where a source measured it): pandas `replace` map
+PROXY_FAMILY = {e: p[0] for e, p in ENGINE_PROXIES.items()}
+
+
 def measured_engine(engine: str, version: str) -> tuple[str, str]:
     """The (engine, release) the models answer a request as: the engine itself, or for one no source measured
     (ENGINE_PROXIES) the nearest measured family's release."""
@@ -253,6 +257,29 @@ def describe(w: Mapping[str, Any], concurrency: float | None = None) -> str:
             f"{w.get('engine_version', '') or '(version unstated)'}, {w['precision']}{experts}{kv}")
 
 
+# What a default stands for, where it shapes a load of the request's own (default_notes).
+DEFAULT_MEANING = {"prompt_tokens": "Watt Counts' ~14-token prompts; chat and RAG prompts are far longer",
+                   "output_tokens": "Watt Counts' mean generation, capped at 256 tokens"}
+
+
+def default_notes(w: Mapping[str, Any]) -> list[str]:
+    """The defaults that shape the answer to a load of the request's own (`concurrency` or `request_rate_per_s`)
+    where it leaves them out: Watt Counts' prompt and output lengths, which few real workloads have, one note each
+    (e.g. 'prompt_tokens 14 by default (...): give prompt_tokens (--prompt-tokens) for your own'). None for a preset
+    (offline, server_low, server_high): those are Watt Counts' workloads, lengths included."""
+    given = lambda k: w.get(k) is not None and w.get(k) == w.get(k)  # noqa: E731  (None / NaN: left out)
+    if not (given("concurrency") or given("request_rate_per_s")):
+        return []
+    return [f"{k} {DEFAULTS[k]:g} by default ({why}): give {k} (--{k.replace('_', '-')}) for your own"
+            for k, why in DEFAULT_MEANING.items() if not given(k)]
+
+
+def dp_attention_on(w: Mapping[str, Any]) -> bool:
+    """Whether a workload (canonical or as a user wrote it: true, 1, "yes") asks for DP attention."""
+    v = w.get("dp_attention")
+    return v is True or str(v).lower() in ("1", "1.0", "true", "yes")
+
+
 def shape_words(w: Mapping[str, Any]) -> str:
     """The replica-shape inputs a workload gives, as words (e.g. ', expert parallel 8, DP attention, mtp speculative
     decoding (1 draft token, 1.8 tokens per step)'); '' where it gives none."""
@@ -260,7 +287,7 @@ def shape_words(w: Mapping[str, Any]) -> str:
     ep = w.get("expert_parallel")
     if ep is not None and ep == ep and int(ep) > 1:
         parts.append(f"expert parallel {int(ep)}")
-    if w.get("dp_attention") is True or str(w.get("dp_attention")).lower() in ("1", "1.0", "true", "yes"):
+    if dp_attention_on(w):
         parts.append("DP attention")
     method = str(w.get("speculative") or "none").strip().lower()
     if method in SPECULATIVE:

@@ -20,7 +20,8 @@ MODULES = sorted(
     for p in SRC.rglob("*.py"))
 
 # data -> features -> modeling -> evaluation/search -> registry -> serving/CLI. A module may import its own
-# layer and the layers below; the stages (thin DVC entries) and the CLI sit on top, the renderers beside them.
+# layer and the layers below; the stages (thin DVC entries), the CLI and the planner page (wattgpu.ui) sit on
+# top, the renderers beside them.
 LAYERS = [
     ("base", ("wattgpu", "wattgpu.paths", "wattgpu.errors", "wattgpu.fields", "wattgpu.workload", "wattgpu.physics",
               "wattgpu.config", "wattgpu.codehash", "wattgpu.tracking")),
@@ -31,7 +32,7 @@ LAYERS = [
     ("registry", ("wattgpu.registry",)),
     ("serving/planning", ("wattgpu.serving", "wattgpu.planning")),
     ("reporting", ("wattgpu.reporting",)),
-    ("entries", ("wattgpu.stages", "wattgpu.cli")),
+    ("entries", ("wattgpu.stages", "wattgpu.cli", "wattgpu.ui")),
 ]
 
 

@@ -282,7 +282,7 @@ def test_spec_file_errors_name_the_field(env):
     assert_clean_error(run("predict", "--gpu-spec", str(typo), "--llm", LLAMA, "--scenario", "offline"), "bandwith_gb_s")
     bad_cfg = llm_config_json(env, num_hidden_layers="many")
     assert_clean_error(run("predict", "--gpu", "A30", "--llm-config", str(bad_cfg), "--scenario", "offline"),
-                       "config.json", "num_layers", "many")
+                       "config.json", "num_hidden_layers", "many")  # the key as the config writes it
 
 
 def test_missing_models_is_a_clean_error(env, monkeypatch):
@@ -344,7 +344,7 @@ def test_add_llm_copies_a_validated_config(project):
     assert_clean_error(run("catalog", "add-llm", str(cfg)), "already in the catalog")
     assert_clean_error(run("catalog", "add-llm", str(llm_config_json(project)), "--name", "no-org"), "org/model")
     bad = llm_config_json(project, num_hidden_layers=0)
-    assert_clean_error(run("catalog", "add-llm", str(bad), "--name", "acme/broken"), "num_layers")
+    assert_clean_error(run("catalog", "add-llm", str(bad), "--name", "acme/broken"), "num_hidden_layers")
     assert not (project / paths.LLM_CONFIG_DIR / "acme--broken.json").exists()
 
 
@@ -401,3 +401,22 @@ def test_predict_and_recommend_through_the_registered_physics_champions(pipeline
     rec = json.loads(run("recommend", "--llm", LLAMA, "--scenario", "server_high", "--max-itl-ms", "25", "--gpus",
                          MEASURED_GPUS, "--json").stdout)
     assert rec["pick"] is not None and {r["gpu"] for r in rec["excluded"]} >= {"Tesla T4"}
+
+
+def test_a_load_of_ones_own_says_which_defaults_shaped_its_answer(env):
+    asked = ("predict", "--gpu", "A30", "--llm", LLAMA, "--concurrency", "8")
+    text = run(*asked).stdout
+    line = next(x for x in text.splitlines() if x.startswith("defaults"))
+    assert "prompt_tokens 14 by default" in line and "--prompt-tokens" in line and "output_tokens 220" in line
+    answer = json.loads(run(*asked, "--prompt-tokens", "900", "--json").stdout)
+    assert [d.split()[0] for d in answer["defaults"]] == ["output_tokens"]
+    preset = json.loads(run("predict", "--gpu", "A30", "--llm", LLAMA, "--scenario", "server_high", "--json").stdout)
+    assert preset["defaults"] == []  # a preset is Watt Counts' own workload, lengths included
+    rec = run("recommend", "--llm", LLAMA, "--max-itl-ms", "80", "--gpus", "A30,L4", "--rate", "0.5", "--json")
+    assert [d.split()[0] for d in json.loads(rec.stdout)["defaults"]] == ["prompt_tokens", "output_tokens"]
+    src, dst = env / "in.csv", env / "preds.csv"
+    src.write_text(f"gpu,llm,scenario,concurrency,prompt_tokens\nA30,{LLAMA},,8,\nA30,{LLAMA},,8,500\n"
+                   f"A30,{LLAMA},offline,,\n")
+    assert run("predict", "--input", str(src), "--output", str(dst)).exit_code == 0
+    notes = pd.read_csv(dst)["defaults"].fillna("").tolist()
+    assert [n.split(" ", 1)[0] for n in notes] == ["prompt_tokens", "output_tokens", ""]  # row 2: the offline preset

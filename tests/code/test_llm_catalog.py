@@ -100,7 +100,7 @@ def test_missing_hidden_size_names_key_and_field():
 def test_absurd_field_is_rejected():
     with pytest.raises(CatalogError) as exc:
         count_params({**LLAMA_31_8B, "num_hidden_layers": 0})
-    assert exc.value.field == "num_layers"
+    assert exc.value.field == "num_hidden_layers"  # the key as the config writes it
 
 
 def test_config_file_dropped_in_dir_appears_in_catalog(tmp_path):

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import ROOT
+from wattgpu import physics
 from wattgpu.errors import WattgpuError
 from wattgpu.planning import planner
 from wattgpu.planning.planner import (
@@ -232,3 +234,52 @@ def test_bad_options_name_their_flag(make, flag):
 def test_levels_as_percent_or_fraction():
     assert level_fraction(80, "--level") == level_fraction(0.8, "--level") == 0.8
     assert level_fraction(99, "--confidence") == 0.99 and level_fraction(50, "--confidence") == 0.5
+
+
+# ------------------------------------------------------------------------------ the memory rule on real config.json
+def _real(name: str):
+    from wattgpu.planning.resolve import read_llm_config
+
+    return read_llm_config(ROOT / "data" / "catalogs" / "llm_configs" / f"{name}.json")[2]
+
+
+def test_a_sliding_window_layer_holds_only_its_window_in_the_memory_rule():
+    """gpt-oss-120b (its config.json): 36 layers alternating full and 128-token sliding attention, 8 KV heads x 64
+    dims, bf16 KV. One 32,000-token request caches 18 full layers x 32,000 tokens + 18 sliding layers x 128 tokens,
+    each 2 x 8 x 64 values of 2 bytes, not 36 layers x 32,000 tokens."""
+    from wattgpu import workload
+    from wattgpu.planning import service
+
+    spec = _real("openai--gpt-oss-120b")
+    wf = workload.filled({"precision": "mxfp4", "prompt_tokens": 30_000, "output_tokens": 2_000})
+    per_token = 2 * 8 * 64 * 2
+    by_hand = (18 * 32_000 + 18 * 128) * per_token
+    size = service.llm_size(spec, wf)
+    assert size.kv_bytes_per_request == pytest.approx(by_hand)
+    fit = memory_fit(pd.DataFrame({"gpu": ["H100"], "memory_gb": [80.0]}), size, 32_000, 1,
+                     service.memory_rule(wf, spec)).iloc[0]
+    weights = physics.weights_gb(spec.total_params_b, workload.PRECISION_BYTES["mxfp4"])
+    assert fit["need_gb"] == pytest.approx(weights + by_hand / 1e9)
+
+
+def test_dp_attention_holds_the_attention_weights_again_on_every_further_gpu():
+    """Llama-3.1-70B (its config.json): 80 layers, hidden 8,192, 64 heads and 8 KV heads of 128 dims; Q and O are
+    8,192 x 8,192, K and V 8,192 x 1,024, so attention is 80 x 8,192 x (2 x 8,192 + 2 x 1,024) = 12.08 B weights. On
+    8 GPUs at FP8 under DP attention each of the 7 further GPUs holds them again: 7 x 12.08 GB more than without."""
+    from wattgpu import workload
+    from wattgpu.planning import service
+
+    spec = _real("meta-llama--Meta-Llama-3.1-70B-Instruct")
+    by_hand = 80 * 8192 * (2 * 8192 + 2 * 1024) / 1e9
+    assert spec.attention_params_b() == pytest.approx(by_hand)
+    gpus = pd.DataFrame({"gpu": ["B200"], "memory_gb": [180.0]})
+    fits = {}
+    for dp in (False, True):
+        wf = workload.filled({"precision": "fp8", "n_gpus": 8, "dp_attention": dp})
+        size = service.llm_size(spec, wf)
+        fits[dp] = memory_fit(gpus, size, 1000, 8, service.memory_rule(wf, spec)).iloc[0]
+        held = service.memory_limit(180.0, 8, size, service.memory_rule(wf, spec))
+        fits[dp]["held"] = held
+    assert fits[True]["need_gb"] - fits[False]["need_gb"] == pytest.approx(7 * by_hand)
+    per_request = spec.kv_cache_bytes_per_sequence(wf["prompt_tokens"] + wf["output_tokens"])
+    assert fits[False]["held"] - fits[True]["held"] == pytest.approx(7 * by_hand * 1e9 / per_request, rel=1e-9)

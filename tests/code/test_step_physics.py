@@ -34,13 +34,13 @@ LLMS = LlmCatalog([spec(MIXTRAL), spec(LLAMA_70B)])
 
 
 def featured(llm: str, gpu: str = H100_SXM, *, n_gpus: int = 1, pp: int = 1, concurrency: float = 8.0,
-             prompt: float = 1000.0, output: float = 200.0, **gpu_override) -> pd.Series:
+             prompt: float = 1000.0, output: float = 200.0, engine_version: str = "0.11", **gpu_override) -> pd.Series:
     """features.engineer of one FIXTURE closed-batch row, specs joined from the catalogs (features.attach_specs)."""
     row = pd.DataFrame([{
         "gpu": gpu, "llm": llm, "scenario": "fixed_concurrency", "scenario_label": "concurrency",
         "request_rate_per_s": np.nan, "concurrency": concurrency, "n_gpus": n_gpus, "pipeline_parallel": pp,
         "tensor_parallel": n_gpus // pp, "prompt_tokens_mean": prompt, "output_tokens_mean": output,
-        "precision": "bf16", "engine": "vllm", "engine_version": "0.11",
+        "precision": "bf16", "engine": "vllm", "engine_version": engine_version,
     }])
     row = features.attach_specs(row, GPUS, LLMS)
     for k, v in gpu_override.items():
@@ -192,3 +192,44 @@ def test_the_physical_constants_live_in_physics_only():
         defined = [p.relative_to(src).as_posix() for p in src.rglob("*.py")
                    if re.search(rf"^{name}\s*=", p.read_text(), flags=re.M)]
         assert defined == ["physics.py"], (name, defined)
+
+
+# ------------------------------------------------ (g) a step decodes only the sequences the KV cache and engine admit
+B200 = "NVIDIA B200"
+
+
+def test_a_step_runs_only_the_sequences_whose_kv_cache_fits_at_their_mean_context():
+    """Llama-3.1-70B (config.json: 80 layers x 2 (K, V) x 8 KV heads x 128 dims x 2 bytes = 327,680 bytes per token,
+    70.55 B weights at 2 bytes) on 8 x B200 (180 GB each), 120,000-token prompts and 8,000-token answers: a running
+    sequence holds 124,000 tokens on average, so (0.9 x 8 x 180 GB - 141.1 GB) / (124,000 x 327,680 B) = 28.4
+    sequences decode at once. Asked at 500 streams, the step is the step of 28.4 (the others wait: time to first
+    token, not ITL); below it, nothing changes."""
+    by_hand = (0.9 * 8 * 180 - 70.552388 * 2) * 1e9 / (124_000 * 327_680)
+    long = {"n_gpus": 8, "prompt": 120_000.0, "output": 8_000.0}
+    many, few = featured(LLAMA_70B, B200, concurrency=500.0, **long), featured(LLAMA_70B, B200, concurrency=20.0, **long)
+    assert many["running_sequences"] == pytest.approx(by_hand, rel=1e-6)
+    assert few["running_sequences"] == 20.0
+    at_fit = featured(LLAMA_70B, B200, concurrency=by_hand, **long)
+    for col in ("itl_physics_s", "weights_step_s", "log_batch"):
+        assert many[col] == pytest.approx(at_fit[col], rel=1e-12), col
+    assert many["itl_physics_s"] > few["itl_physics_s"]
+
+
+def test_vllms_v1_engine_admits_its_default_max_num_seqs():
+    """Short requests on 8 x B200: the KV cache holds thousands, but vLLM's V1 engine (0.11 here) runs at most its
+    default max_num_seqs, 1,024 on a GPU of at least 70 GiB (EngineArgs.get_batch_defaults); its V0 engine (0.6)
+    keeps no such cap in the features (a lab may raise it: ML.ENERGY's 0.4.2 runs decode more than 256)."""
+    short = {"n_gpus": 8, "prompt": 500.0, "output": 100.0}
+    assert featured(LLAMA_70B, B200, concurrency=3000.0, **short)["running_sequences"] == 1024.0
+    assert featured(LLAMA_70B, B200, concurrency=3000.0, engine_version="0.6.1", **short)["running_sequences"] == 3000.0
+
+
+def test_throughput_counts_the_running_sequences_not_the_waiting_ones():
+    """Little's law over the sequences decoding: 500 streams of which 28.4 run at 0.05 s per token give 568 tokens/s,
+    not 10,000; a Poisson load below one request in flight keeps its own share (0.5 / 0.05 s = 10 tokens/s)."""
+    from wattgpu.modeling.predictor import derived_outputs
+
+    rows = pd.DataFrame({"concurrency": [500.0, 0.5], "running_sequences": [28.4, 1.0], "n_gpus": [8.0, 1.0]})
+    out = derived_outputs(rows, np.array([700.0, 300.0]), np.array([0.05, 0.05]))
+    np.testing.assert_allclose(out["system_tokens_per_s"], [568.0, 10.0])
+    np.testing.assert_allclose(out["energy_per_token_j"], [700.0 * 8 / 568.0, 30.0])

@@ -13,6 +13,7 @@ from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.evaluation.runner import prepare_rows, target_rows
 from wattgpu.io import read_table
+from wattgpu.modeling import steppower, steptime
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.predictor import Predictor
 
@@ -93,3 +94,14 @@ def test_the_busy_fraction_is_one_for_a_closed_batch_and_poisson_below():
     np.testing.assert_allclose(physics.busy_fraction([0.0, 0.5, 3.0], [False, False, False]), 1.0)
     np.testing.assert_allclose(physics.busy_fraction([0.0, 0.5, 3.0], [True, True, True]),
                                [0.0, 1 - np.exp(-0.5), 1 - np.exp(-3.0)])
+
+
+def test_the_power_fit_converges_and_a_fit_stopped_early_warns(fitted, monkeypatch):
+    """The physics fit runs to its tolerance on the real rows; cut short, it says so (steptime.ConvergenceWarning)
+    instead of answering from a half-fitted model silently."""
+    rows, _, _, models = fitted
+    assert models["physics"].converged_
+    monkeypatch.setattr(steppower, "MAX_EVALUATIONS", 2)
+    with pytest.warns(steptime.ConvergenceWarning, match="step-power fit did not converge"):
+        early = make_estimator("steppower", "power", "workload", PHYSICS_ONLY, seed=42).fit(rows.iloc[:3000])
+    assert not early.converged_

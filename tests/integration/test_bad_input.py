@@ -3,13 +3,16 @@ serve` of the pipeline's registered champion on 127.0.0.1), the CLI (`wattgpu ..
 pipeline clone's models) and batch CSV (`wattgpu predict --input --output`).
 
 Every case must be refused (non-zero exit, 4xx) or, for a batch, answered row by row: the answer names the field
-(and row), carries no traceback or `stack_trace`, and answered + rejected = input rows. The totals per entry
+(and row), carries no traceback or `stack_trace`, and answered + rejected = input rows; every HTTP body parses with a
+strict JSON parser (no bare NaN or Infinity). A case marked `ok` is a valid input that must be answered in full. The
+totals per entry
 point are printed and written to `bad_input_totals.json` in the test's temporary folder; the benchmark gets the
 same line from `corpus_summary` ("bad-input corpus: N cases, N handled").
 """
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
@@ -25,17 +28,32 @@ from wattgpu.serving.server import Server
 pytestmark = pytest.mark.slow
 
 CORPUS = Path(__file__).resolve().parents[1] / "bad_inputs" / "corpus.yaml"
-REPEAT = re.compile(r"^<(.) x (\d+)>$")  # `<C x N>`: C repeated N times
+REPEAT = re.compile(r"<(.) x (\d+)>")  # `<C x N>`: C repeated N times (a value, or inside one)
 LLAMA_CONFIG = {  # meta-llama/Llama-3.1-8B-Instruct config.json (public), the fields that matter
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
     "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
 }
+GPU_SPEC = {"key": "ACME X9", "display_name": "X9", "vendor": "ACME", "architecture": "A", "release_year": 2024,
+            "tdp_w": 300.0, "memory_gb": 48.0, "memory_type": "GDDR6", "memory_bus_bits": 384,
+            "memory_bandwidth_gb_s": 864.0, "base_clock_mhz": None, "boost_clock_mhz": None, "sm_count": 100,
+            "fp16_tensor_tflops": 180.0, "fp32_tflops": None, "form_factor": "PCIe",
+            "source_urls": ["https://example.com/x9"]}  # FIXTURE figures
+FILES = {  # `{name}` in a CLI case's args: these files, written to its temporary folder (FIXTURES)
+    "llm_config": json.dumps(LLAMA_CONFIG),
+    "dup_config": json.dumps(LLAMA_CONFIG)[:-1] + ', "num_hidden_layers": 4}',  # one key twice (the last would win)
+    "heads_config": json.dumps({**LLAMA_CONFIG, "num_attention_heads": 30, "num_key_value_heads": 6}),
+    "moe_config": json.dumps({**LLAMA_CONFIG, "model_type": "mixtral", "num_local_experts": 8,
+                              "num_experts_per_tok": 9}),
+    "gpu_spec_low_tdp": json.dumps({k: GPU_SPEC[k] for k in ("tdp_w", "memory_gb", "memory_bandwidth_gb_s",
+                                                              "fp16_tensor_tflops", "release_year")} | {"tdp_w": 5}),
+    "gpu_slash_key": json.dumps({**GPU_SPEC, "key": "ACME/X9"}),
+}
 
 
 def _expand(value):
-    if isinstance(value, str) and (m := REPEAT.match(value)):
-        return m.group(1) * int(m.group(2))
+    if isinstance(value, str):
+        return REPEAT.sub(lambda m: m.group(1) * int(m.group(2)), value)
     if isinstance(value, dict):
         return {k: _expand(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -54,20 +72,38 @@ def _clean(text: str) -> list[str]:
     return [f"a trace in the answer: {w}" for w in ("Traceback", "stack_trace") if w in text]
 
 
+def _strict(text: str) -> list[str]:
+    def refuse(constant):
+        raise ValueError(f"a bare {constant}")
+
+    try:
+        json.loads(text, parse_constant=refuse)
+    except ValueError as exc:
+        return [f"not strict JSON ({exc}): {text[:200]}"]
+    return []
+
+
+def _rows_sent(case: dict) -> int:
+    if "raw" in case:
+        return len(pd.read_csv(io.StringIO(case["raw"])))
+    body = case["body"]
+    return len(body.get("dataframe_records") or body.get("inputs") or body.get("instances"))
+
+
 def http_problems(case: dict, server: Server) -> list[str]:
     if "raw" in case:
         r = server.session.post(f"{server.url}/invocations", data=case["raw"].encode(), timeout=60,
                                 headers={"Content-Type": case["content_type"]})
     else:
         r = server.post(case["body"])
-    problems = _clean(r.text)
+    problems = _clean(r.text) + _strict(r.text)
     if len(r.content) > case.get("max_body", 100_000):
         problems.append(f"a {len(r.content):,}-byte answer")
     if case.get("partial"):
         if r.status_code != 200:
             return [*problems, f"status {r.status_code}, not 200 with per-row errors: {r.text[:300]}"]
         preds = r.json()["predictions"]
-        n = len(case["body"].get("dataframe_records") or case["body"].get("inputs"))
+        n = _rows_sent(case)
         rejected = {i for i, p in enumerate(preds) if p.get("error")}
         answered = {i for i, p in enumerate(preds) if not p.get("error") and p.get("power_w") is not None}
         expected = {int(k): f for k, f in case["rows"].items()}
@@ -100,10 +136,9 @@ def _wattgpu(args: list[str], project: Path) -> subprocess.CompletedProcess:
 
 
 def cli_problems(case: dict, project: Path, tmp: Path) -> list[str]:
-    files = {"llm_config": tmp / "config.json", "dup_config": tmp / "dup-config.json"}
-    files["llm_config"].write_text(json.dumps(LLAMA_CONFIG))
-    text = json.dumps(LLAMA_CONFIG)  # the same config with one key given twice (the last would win)
-    files["dup_config"].write_text(text[:-1] + ', "num_hidden_layers": 4}')
+    files = {name: tmp / f"{name}.{'yaml' if name.startswith('gpu') else 'json'}" for name in FILES}
+    for name, path in files.items():
+        path.write_text(FILES[name])
     res = _wattgpu([a.format(**files) if a.startswith("{") else a for a in case["args"]], project)
     out = res.stdout + res.stderr
     problems = _clean(out)
@@ -111,6 +146,8 @@ def cli_problems(case: dict, project: Path, tmp: Path) -> list[str]:
         problems.append(f"exit 0: {out[-300:]}")
     if case["field"] not in out:
         problems.append(f"does not name {case['field']!r}: {out[-300:]}")
+    if case.get("once") and out.count(case["field"]) != 1:
+        problems.append(f"names {case['field']!r} {out.count(case['field'])} times, not once: {out[-300:]}")
     return problems
 
 
@@ -119,14 +156,20 @@ def batch_problems(case: dict, project: Path, tmp: Path) -> list[str]:
     src.write_text(case["csv"])
     dst = tmp / "out" if case.get("output_is_dir") else tmp / "preds.csv"
     dst.mkdir(exist_ok=True) if case.get("output_is_dir") else None
+    if case.get("output_under_a_file"):
+        dst = src / "preds.csv"
     res = _wattgpu(["predict", "--input", str(src), "--output", str(dst)], project)
     out = res.stdout + res.stderr
     problems = _clean(out)
+    n = len(pd.read_csv(src))
+    if case.get("ok"):
+        answered = len(pd.read_csv(dst)) if dst.exists() else 0
+        return problems + ([] if res.returncode == 0 and answered == n else
+                           [f"exit {res.returncode}, {answered} of {n} rows answered: {out[-300:]}"])
     if res.returncode == 0:
         problems.append(f"exit 0: {out[-300:]}")
-    if case.get("output_is_dir"):
+    if case.get("output_is_dir") or case.get("output_under_a_file"):
         return problems + ([] if case["field"] in out else [f"does not name {case['field']}: {out[-300:]}"])
-    n = len(pd.read_csv(src))
     rejected_file = dst.with_name(dst.name + ".rejected.csv")
     rejected = pd.read_csv(rejected_file) if rejected_file.exists() else pd.DataFrame(columns=["row", "field"])
     answered = len(pd.read_csv(dst)) if dst.exists() else 0
@@ -135,6 +178,11 @@ def batch_problems(case: dict, project: Path, tmp: Path) -> list[str]:
     listed = set(zip(rejected["row"], rejected["field"]))
     problems += [f"row {k} field {f!r} not in {rejected_file.name}" for k, f in case["rows"].items()
                  if (int(k), f) not in listed]
+    if set(rejected["row"]) != {int(k) for k in case["rows"]}:  # a good row blamed is a wrong answer too
+        problems.append(f"rejected rows {sorted(set(rejected['row']))}, expected {sorted(map(int, case['rows']))}")
+    lines = dict(zip(rejected["row"], rejected["line"])) if "line" in rejected else {}
+    problems += [f"row {k} listed at line {lines.get(int(k))}, it begins on line {line}"
+                 for k, line in case.get("lines", {}).items() if lines.get(int(k)) != line]
     first = min(case["rows"], key=int)
     if f"row {first}, field {case['rows'][first]!r}" not in out:
         problems.append(f"the message does not name row {first}, field {case['rows'][first]!r}: {out[-300:]}")

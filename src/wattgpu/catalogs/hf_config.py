@@ -25,13 +25,14 @@ Active parameters keep the input embedding, as the total does (some publishers l
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from wattgpu.errors import CatalogError
-from wattgpu.fields import LLM_CONFIG
+from wattgpu.fields import LLM_AT_MOST, LLM_CONFIG, LLM_DIVIDES
 
 FIELD_NAMES: dict[str, tuple[str, ...]] = {
     "family": ("model_type", "family"),
@@ -308,6 +309,12 @@ def _first(config: Mapping[str, Any], field: str) -> Any:
     return None
 
 
+def spelled(config: Mapping[str, Any], field: str) -> str:
+    """The config key that gives `field` (e.g. num_experts_per_tok for experts_per_token), else its usual spelling:
+    an error names the key the user wrote, never the catalog's own field."""
+    return next((name for name in FIELD_NAMES[field] if present(config.get(name))), FIELD_NAMES[field][0])
+
+
 def _as_int(key: str, field: str, value: Any, lo: int, hi: int) -> int:
     whole = isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and value.is_integer()
     if not whole:
@@ -321,15 +328,29 @@ def _as_int(key: str, field: str, value: Any, lo: int, hi: int) -> int:
 def _required(key: str, config: Mapping[str, Any], field: str) -> int:
     v = _first(config, field)
     if v is None:
-        raise CatalogError(key, field, f"missing (looked for {', '.join(FIELD_NAMES[field])})")
-    return _as_int(key, field, v, LLM_CONFIG[field].lo, LLM_CONFIG[field].hi)
+        raise CatalogError(key, spelled(config, field), f"missing (looked for {', '.join(FIELD_NAMES[field])})")
+    return _as_int(key, spelled(config, field), v, LLM_CONFIG[field].lo, LLM_CONFIG[field].hi)
 
 
 def _optional(key: str, config: Mapping[str, Any], field: str, hi: float | None = None) -> int | None:
     """The field, range-checked (`hi`: a tighter upper bound than the table's), or None where absent."""
     v = _first(config, field)
     bounds = LLM_CONFIG[field]
-    return None if v is None else _as_int(key, field, v, bounds.lo, bounds.hi if hi is None else hi)
+    return None if v is None else _as_int(key, spelled(config, field), v, bounds.lo, bounds.hi if hi is None else hi)
+
+
+def _check_rules(key: str, config: Mapping[str, Any], values: Mapping[str, int | None]) -> None:
+    """The rules between config fields (fields.LLM_AT_MOST, LLM_DIVIDES) that `values` give, each broken one a
+    CatalogError naming the config key as written (num_experts_per_tok, num_key_value_heads)."""
+    name = functools.partial(spelled, config)
+    for lo, hi in LLM_AT_MOST:
+        a, b = values.get(lo), values.get(hi)
+        if a is not None and b is not None and a > b:
+            raise CatalogError(key, name(lo), f"{a} exceeds {name(hi)} {b} (at most equal)")
+    for rule in LLM_DIVIDES:
+        a, b = values.get(rule.divisor), values.get(rule.multiple)
+        if not rule.holds(a, b, values.get(rule.unless) if rule.unless else None):
+            raise CatalogError(key, name(rule.divisor), rule.problem(a, b, name))
 
 
 def _as_bool(v: Any) -> bool:
@@ -388,7 +409,7 @@ def architecture_from_config(key: str, config: Mapping[str, Any]) -> Architectur
     elif _as_bool(config.get("multi_query", False)):
         kv_heads = 1
     else:
-        kv_heads = _optional(key, config, "num_kv_heads", hi=heads) or heads
+        kv_heads = _optional(key, config, "num_kv_heads") or heads
     head_dim = _optional(key, config, "head_dim") if heads is not None else None
 
     inter = _optional(key, config, "intermediate_size")
@@ -401,6 +422,9 @@ def architecture_from_config(key: str, config: Mapping[str, Any]) -> Architectur
     experts = _optional(key, config, "num_experts")
     is_moe = bool(experts and experts > 1)
     top_k = _optional(key, config, "experts_per_token") if experts else None
+    _check_rules(key, config, {"hidden_size": hidden, "num_attention_heads": heads, "head_dim": head_dim,
+                               "num_kv_heads": kv_heads if kv_per_layer is None else None, "num_experts": experts,
+                               "experts_per_token": top_k})
     if is_moe and top_k is None:
         raise CatalogError(key, "num_experts_per_tok", "a mixture of experts needs the number of experts per token")
     dense_inter = _optional_named(key, config, "intermediate_size_mlp")  # Llama 4: the dense layers' own width

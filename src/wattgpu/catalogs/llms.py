@@ -34,7 +34,7 @@ from wattgpu.catalogs.hf_config import (
     present,
 )
 from wattgpu.errors import CatalogError, UnknownNameError
-from wattgpu.fields import LLM_AT_MOST, LLM_CONFIG, name_field
+from wattgpu.fields import LLM_AT_MOST, LLM_CONFIG, LLM_DIVIDES, name_field
 
 TABLE_SOURCE = "wattgpu-catalogs/model_features.csv"
 MISMATCH_THRESHOLD = 0.10  # relative gap between computed and published counts worth reporting
@@ -89,6 +89,10 @@ class LlmSpec(BaseModel):
             a, b = getattr(self, lo), getattr(self, hi)
             if a is not None and b is not None and a > b * (1 + 1e-9):
                 raise ValueError(f"{lo} {a} exceeds {hi} {b}")
+        for rule in LLM_DIVIDES:
+            a, b = getattr(self, rule.divisor), getattr(self, rule.multiple)
+            if not rule.holds(a, b, getattr(self, rule.unless) if rule.unless else None):
+                raise ValueError(rule.problem(a, b))
         if not self.is_moe and not math.isclose(self.active_params_b, self.total_params_b, rel_tol=1e-9):
             raise ValueError("a dense model has active_params_b == total_params_b")
         if self.num_attention_heads is None and self.num_kv_heads is not None:
@@ -136,6 +140,13 @@ class LlmSpec(BaseModel):
         only."""
         return float(physics.kv_bytes_per_sequence(context_tokens, *self.kv_cache_layout(), bytes_per_value,
                                                    float(self.state_values_per_sequence or 0)))
+
+    def attention_params_b(self) -> float:
+        """Parameters (billions) of the attention projections (physics.attention_params_b; 0 attention-free)."""
+        full, sliding, _, values = self.kv_cache_layout()
+        heads = self.num_attention_heads or 0
+        return float(physics.attention_params_b(full + sliding, self.hidden_size, heads,
+                                                self.resolved_head_dim or 0, 0.0 if math.isnan(values) else values))
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any], entry: str) -> LlmSpec:

@@ -16,8 +16,17 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.workload import (ENGINE_PROXIES, PRECISION_BYTES, SPECULATIVE, engine_generation, generation_name,
-                              measured_engine, shape_words, version_number)
+from wattgpu.workload import (
+    ENGINE_PROXIES,
+    PRECISION_BYTES,
+    PROXY_FAMILY,
+    SPECULATIVE,
+    engine_generation,
+    generation_name,
+    measured_engine,
+    shape_words,
+    version_number,
+)
 
 # column of the canonical request / training rows (wattgpu.request.validate) -> how a planner reads it
 COLUMNS = {
@@ -76,14 +85,6 @@ def narrowest(ranges: Iterable[Mapping[str, list[float]]]) -> dict[str, list[flo
             a, b = out.get(col, [-math.inf, math.inf])
             out[col] = [max(a, lo), min(b, hi)]
     return out
-
-
-_PROXY_FAMILY = {e: p[0] for e, p in ENGINE_PROXIES.items()}
-
-
-def _family(engine) -> str:
-    """The measured engine whose releases an engine's rows are compared with (itself, or its proxy)."""
-    return measured_engine(str(engine), "")[0]
 
 
 def engine_note(engine, version) -> str:
@@ -149,7 +150,7 @@ def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list[float]],
         if col not in columns or col not in rows or (engine and "engine" not in rows):
             continue
         v = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
-        mine = rows["engine"].astype(str).replace(_PROXY_FAMILY).to_numpy() == engine if engine else True
+        mine = rows["engine"].astype(str).replace(PROXY_FAMILY).to_numpy() == engine if engine else True
         with np.errstate(invalid="ignore"):
             mask |= mine & np.isfinite(v) & ((v < lo) | (v > hi))
     return mask
@@ -166,7 +167,7 @@ def outside(row: Mapping[str, float], ranges: Mapping[str, list[float]],
         notes.append(note)
     for key, (lo, hi) in ranges.items():
         col, engine = _per_engine(key)
-        if col not in columns or col not in row or (engine and _family(row.get("engine")) != engine):
+        if col not in columns or col not in row or (engine and measured_engine(str(row.get("engine")), "")[0] != engine):
             continue
         try:
             v = float(row[col])

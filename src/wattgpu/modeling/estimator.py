@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from wattgpu.features import FeatureSet
 from wattgpu.modeling.targets import Target
-from wattgpu.workload import ENGINE_PROXIES
+from wattgpu.workload import PROXY_FAMILY
 
 
 def preprocessor(features: FeatureSet, scale: bool = False) -> ColumnTransformer:
@@ -67,7 +67,7 @@ def as_measured_release(rows: pd.DataFrame, measured: dict[str, list[tuple[float
     if not measured or VERSION not in rows or GENERATION not in rows or "engine" not in rows:
         return rows
     # an engine no source measured is featured as its measured family's release (workload.ENGINE_PROXIES)
-    engine = rows["engine"].astype(str).replace({e: p[0] for e, p in ENGINE_PROXIES.items()}).to_numpy()
+    engine = rows["engine"].astype(str).replace(PROXY_FAMILY).to_numpy()
     gen, ver = rows[GENERATION].to_numpy(dtype=float), rows[VERSION].to_numpy(dtype=float, copy=True)
     asked = np.isfinite(ver) & np.isfinite(gen)
     unmeasured = np.zeros(len(rows), dtype=bool)

@@ -32,9 +32,11 @@ def _demand(rows: pd.DataFrame) -> np.ndarray:
 
 
 def _cap(rows: pd.DataFrame) -> np.ndarray:
-    """The engine's cap on requests in flight (vLLM's default max_num_seqs) per row."""
-    return np.array([vllm_default_max_num_seqs(m, g, v) for m, g, v in
-                     zip(rows["gpu_memory_gb"], rows["gpu"], rows["engine_version"])], dtype=float)
+    """The most requests a Poisson load keeps decoding per row: the engine's cap (vLLM's default max_num_seqs) and
+    the sequences the KV cache holds (features' `running_cap`, where featured); arrivals beyond are `overloaded`."""
+    cap = np.array([vllm_default_max_num_seqs(m, g, v) for m, g, v in
+                    zip(rows["gpu_memory_gb"], rows["gpu"], rows["engine_version"])], dtype=float)
+    return np.minimum(cap, rows["running_cap"].to_numpy(dtype=float)) if "running_cap" in rows else cap
 
 
 def shaped_itl(model) -> callable:
@@ -51,10 +53,13 @@ def shaped_itl(model) -> callable:
 
 def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray) -> pd.DataFrame:
     """Throughput and energy per token from predicted power (per GPU) and per-request ITL, tied through the
-    requests in flight (Little's law): system tokens/s = concurrency / ITL; `tokens_per_s` is one request stream's,
-    1 / ITL; energy per token = W per GPU x GPUs / system tokens/s (physics.energy_per_token_j)."""
+    sequences decoding (Little's law): system tokens/s = min(requests in flight, running sequences) / ITL;
+    `tokens_per_s` is one running stream's, 1 / ITL; energy per token = W per GPU x GPUs / system tokens/s
+    (physics.energy_per_token_j)."""
     concurrency = rows["concurrency"].to_numpy(dtype=float)
-    system_tps = concurrency / itl_s
+    # the sequences each step decodes (features: physics.running_sequences); requests beyond them wait their turn
+    running = rows["running_sequences"].to_numpy(dtype=float) if "running_sequences" in rows else concurrency
+    system_tps = np.minimum(concurrency, running) / itl_s
     return pd.DataFrame({
         "power_w": power_w,
         "itl_s": itl_s,
@@ -174,6 +179,8 @@ class Predictor:
             out[f"{column}_lo"], out[f"{column}_hi"] = lo, hi
         out["itl_ms_lo"], out["itl_ms_hi"] = out["itl_s_lo"] * 1e3, out["itl_s_hi"] * 1e3
         concurrency = point["concurrency"].to_numpy(float)
+        if "running_sequences" in rows:
+            concurrency = np.minimum(concurrency, rows["running_sequences"].to_numpy(float))
         arrivals = rows["request_rate_per_s"].notna().to_numpy() & ~point["overloaded"].to_numpy(bool)
         tps = point["system_tokens_per_s"].to_numpy(float)
         out["system_tokens_per_s_lo"] = np.where(arrivals, tps, concurrency / out["itl_s_hi"])

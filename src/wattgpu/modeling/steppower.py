@@ -16,8 +16,7 @@ the result stays within [idle, TDP].
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -29,6 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 from wattgpu import physics
 from wattgpu.features import WORKLOAD_POWER
 from wattgpu.modeling.estimator import as_measured_release, measured_releases
+from wattgpu.modeling.steptime import ConvergenceWarning, Memo
 from wattgpu.modeling.targets import POWER
 
 # the GPU's spec sheet, on which idle and the memory-bound share depend
@@ -38,9 +38,7 @@ START = (0.2, 0.5, 0.5)  # idle, memory-bound and compute-bound shares of TDP th
 SOFT_L1_SCALE = 0.1  # relative error beyond which a row counts linearly (robust to a lab's odd readings)
 TOLERANCE = 1e-10  # the fit runs to convergence (cost, parameters and gradient), from the fixed START
 MAX_EVALUATIONS = 2_000  # a guard only: a fit converges in tens of evaluations
-_CACHE: OrderedDict[str, object] = OrderedDict()  # rows' digest -> fitted step-time model (deterministic fits)
-_LOCK = threading.Lock()
-MAX_CACHED = 32
+_FITTED = Memo(32)  # rows' digest -> fitted step-time model (deterministic fits)
 
 
 def _digest(frame: pd.DataFrame, extra: str) -> str:
@@ -79,20 +77,12 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
                                n_jobs=self.n_jobs)
         key = _digest(learn[[*model.features.columns, "itl_s", "engine"]],
                       repr((sorted(self.itl_hyperparameters.items()), self.random_state)))
-        with _LOCK:
-            found = _CACHE.get(key)
-        if found is None:
-            found = model.fit(learn)
-            with _LOCK:
-                _CACHE[key] = found
-                while len(_CACHE) > MAX_CACHED:
-                    _CACHE.popitem(last=False)
-        return found
+        return _FITTED.get(key, lambda: model.fit(learn))
 
     def _inputs(self, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(u_mem, u_flops, busy, the raw spec sheet) at the step time the step-time model predicts; `fit`
         standardises the specs with the training GPUs' mean and scale, `_specs` does so for requests (clipped)."""
-        b = np.maximum(rows["concurrency"].to_numpy(dtype=float), 1.0)
+        b = rows["running_sequences"].to_numpy(dtype=float)  # the sequences each step decodes (features)
         memory_s = rows["weights_step_s"].to_numpy(dtype=float) + b * rows["kv_step_per_sequence_s"].to_numpy(float)
         compute_s = b * rows["compute_step_per_sequence_s"].to_numpy(dtype=float)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -133,6 +123,9 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
         fit = least_squares(residuals, np.r_[START, np.zeros(2 * k)], loss="soft_l1", f_scale=SOFT_L1_SCALE,
                             ftol=TOLERANCE, xtol=TOLERANCE, gtol=TOLERANCE, max_nfev=MAX_EVALUATIONS)
         self.converged_ = bool(fit.status > 0)
+        if not self.converged_:
+            warnings.warn(f"step-power fit did not converge in {fit.nfev} evaluations (cost {fit.cost:.6g}): "
+                          f"{fit.message}", ConvergenceWarning, stacklevel=2)
         self.theta_ = fit.x
         self.boost_ = None
         if self.n_estimators > 0:

@@ -59,24 +59,43 @@ class ConvergenceWarning(UserWarning):
     """The step-time fit stopped before its tolerance was met."""
 
 
-_SOLVED: OrderedDict[str, tuple[np.ndarray, dict]] = OrderedDict()  # fit inputs' digest -> (weights, report)
-_LOCK = threading.Lock()  # the registry's gate fits on threads
-MAX_SOLVED = 64  # converged fits kept per process: a search's trials share folds and penalties, not boosting settings
+class Memo:
+    """Results computed once per process per key (a digest of their inputs), the `size` newest kept; thread-safe (the
+    registry's gate fits on threads). For deterministic fits only: a reused result changes no number."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._items: OrderedDict[str, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def get(self, key: str, compute):
+        with self._lock:
+            found = self._items.get(key)
+        if found is None:
+            found = compute()
+            with self._lock:
+                self._items[key] = found
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+        return found
+
+
+# fit inputs' digest -> (weights, report): a search's trials share folds and penalties, not boosting settings
+_SOLVED = Memo(64)
 
 
 def _solved(key: str, solve) -> tuple[np.ndarray, dict]:
     """`solve()`'s result for these fit inputs (`key`: their digest), computed once per process. Trials of one study
     differ mostly in the boosted factor's settings, which the weights do not depend on; a converged fit from a fixed
     start is a function of its inputs, so reusing it changes no number."""
-    with _LOCK:
-        found = _SOLVED.get(key)
-    if found is None:
-        found = solve()
-        with _LOCK:
-            _SOLVED[key] = found
-            while len(_SOLVED) > MAX_SOLVED:
-                _SOLVED.popitem(last=False)
-    theta, report = found
+    theta, report = _SOLVED.get(key, solve)
     return theta.copy(), dict(report)
 
 

@@ -84,29 +84,37 @@ class LlmSize:
     # 2 (K, V) x layers x kv_heads x head_dim x 2 bytes (LlmSpec.kv_cache_bytes_per_token); 0 if attention-free. Exact
     # below every sliding window, an upper bound beyond (a sliding layer caches its window only).
     kv_bytes_per_token: float
+    # one request's KV cache at its prompt + output tokens where known (LlmSpec.kv_cache_bytes_per_sequence: windows
+    # capped, a hybrid's fixed state added); None: kv_bytes_per_token x tokens
+    kv_bytes_per_request: float | None = None
+    # weights every GPU of the replica holds whole rather than its share (GB): DP attention's attention weights
+    replicated_gb: float = 0.0
 
 
 def memory_fit(gpus: pd.DataFrame, llm: LlmSize, tokens_per_request: float, n_gpus: int,
                rule: MemoryRule = MemoryRule()) -> pd.DataFrame:
-    """Per GPU (`gpu`, `memory_gb`): usable memory, what the model needs, whether it fits and why not."""
+    """Per GPU (`gpu`, `memory_gb`): usable memory, what the model needs (its weights, the weights each further GPU
+    holds again, one request's KV cache), whether it fits and why not."""
     for col in ("gpu", "memory_gb"):
         if col not in gpus.columns:
             raise KeyError(f"memory_fit needs column {col!r}")
     memory = gpus["memory_gb"].astype(float) * n_gpus
     usable = rule.usable_fraction * memory
-    weights = physics.weights_gb(llm.total_params_b, rule.bytes_per_param)
-    kv = llm.kv_bytes_per_token * tokens_per_request / 1e9
+    weights = physics.weights_gb(llm.total_params_b, rule.bytes_per_param) + llm.replicated_gb * (n_gpus - 1)
+    per_request = llm.kv_bytes_per_token * tokens_per_request if llm.kv_bytes_per_request is None \
+        else llm.kv_bytes_per_request
+    kv = per_request / 1e9
     need = weights + kv
     fits = need <= usable
     gpus_word = f"{n_gpus} x " if n_gpus > 1 else ""
+    again = ", the attention whole on every GPU" if llm.replicated_gb > 0 and n_gpus > 1 else ""
     reason = [
-        "" if ok else (f"needs {need:.1f} GB (weights {weights:.1f} + KV {kv:.2f}) > {u:.1f} GB usable "
+        "" if ok else (f"needs {need:.1f} GB (weights {weights:.1f}{again} + KV {kv:.2f}) > {u:.1f} GB usable "
                        f"({100 * rule.usable_fraction:.0f} % of {gpus_word}{m / n_gpus:g} GB)")
         for ok, u, m in zip(fits, usable, memory)
     ]
     return pd.DataFrame({"gpu": gpus["gpu"].to_numpy(), "memory_gb": memory.to_numpy(), "usable_gb": usable.to_numpy(),
                          "need_gb": need, "fits": fits.to_numpy(), "reason": reason})
-
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from wattgpu import fields, paths
 from wattgpu.catalogs.gpus import GpuCatalog, load_gpu_catalog
 from wattgpu.catalogs.llms import LlmCatalog, llm_spec_from_hf_config, load_llm_catalog, unique_keys
 from wattgpu.errors import CatalogError, UnknownNameError, WattgpuError
+from wattgpu.request import spec_problems
 
 CATALOG_ONLY_FIELDS = ("key", "display_name", "aliases", "source_urls", "source_url", "notes")
 
@@ -54,7 +55,11 @@ def read_gpu_spec_file(path: Path) -> dict[str, Any]:
     missing = [k for k in fields.GPU_SPEC_REQUIRED if entry.get(k) is None]
     if missing:
         raise WattgpuError(f"{path}: field {missing[0]!r} is required (needs {', '.join(fields.GPU_SPEC_REQUIRED)})")
-    out = {f"gpu_{k}": v for k, v in entry.items() if (k in numeric or k in fields.GPU_SPEC_TEXT) and v is not None}
+    spec = {k: v for k, v in entry.items() if (k in numeric or k in fields.GPU_SPEC_TEXT) and v is not None}
+    problems = spec_problems("gpu", spec)  # named as the file writes them (tdp_w), not as the request (gpu_tdp_w)
+    if problems:
+        raise WattgpuError(f"{path}: " + "; ".join(map(str, problems)))
+    out = {f"gpu_{k}": v for k, v in spec.items()}
     return {**out, "gpu_name": str(entry.get("key") or entry.get("display_name") or path.stem)}
 
 
@@ -94,6 +99,8 @@ def read_llm_config(path: Path, name: str | None = None):
         raise WattgpuError(f"{path}: not valid JSON: {exc}") from None
     if not isinstance(config, dict):
         raise WattgpuError(f"{path}: a config.json holds one JSON object")
+    if name is not None and not name.strip():
+        raise WattgpuError(f"LLM name {name!r} (field 'key') is empty: give --name org/model")
     key = str(name or config.get("_name_or_path") or f"custom LLM ({path.name})")
     try:
         return key, config, llm_spec_from_hf_config(key, config, None, f"config.json: {path}")

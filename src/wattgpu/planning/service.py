@@ -16,12 +16,12 @@ from typing import Any
 import pandas as pd
 
 from wattgpu import physics, workload
-from wattgpu.errors import WattgpuError
+from wattgpu.errors import WattgpuError, os_error_line
 from wattgpu.modeling import coverage
 from wattgpu.planning import planner, resolve
 from wattgpu.planning.cache import PredictionCache
 from wattgpu.planning.models import ModelSet
-from wattgpu.request import Validated, check_workload, validate, validate_batch
+from wattgpu.request import Validated, check_workload, read_csv, validate, validate_batch, validate_one
 
 
 def interval_bounds(row: dict[str, Any], level: float) -> dict[str, Any]:
@@ -43,6 +43,7 @@ class PredictAnswer:
     memory: str
     extrapolation: list[str] | None  # None: the models recorded no training ranges
     models: dict[str, str]
+    defaults: list[str] = dataclasses.field(default_factory=list)  # defaults that shaped it (workload.default_notes)
 
 
 def memory_line(gpu: resolve.Resolved, llm: resolve.Resolved, w: dict[str, Any]) -> str:
@@ -50,22 +51,45 @@ def memory_line(gpu: resolve.Resolved, llm: resolve.Resolved, w: dict[str, Any])
     spec = llm.spec
     if not hasattr(spec, "kv_cache_bytes_per_token"):
         return ""
-    memory_gb = gpu.spec["gpu_memory_gb"] if isinstance(gpu.spec, dict) else gpu.spec.memory_gb
-    wf = workload.filled({"precision": spec.weight_precision, **w})
-    rule = memory_rule(wf, spec)
-    tokens = wf["prompt_tokens"] + wf["output_tokens"]
-    kv_value = physics.kv_bytes_per_value(wf["kv_precision"])
-    fit = planner.memory_fit(pd.DataFrame({"gpu": ["x"], "memory_gb": [float(memory_gb)]}),
-                             planner.LlmSize(spec.total_params_b, spec.kv_cache_bytes_per_token(kv_value)), tokens,
-                             int(wf["n_gpus"]), rule).iloc[0]
+    memory_gb = float(gpu.spec["gpu_memory_gb"] if isinstance(gpu.spec, dict) else gpu.spec.memory_gb)
+    fit = memory_fits(["x"], [memory_gb], spec, w).iloc[0]
     if not fit["fits"]:
         return f"DOES NOT FIT: {fit['reason']}"
-    kv = spec.kv_cache_bytes_per_sequence(tokens, kv_value)
-    held = physics.kv_fit_sequences(float(memory_gb), int(wf["n_gpus"]),
-                                    physics.weights_gb(spec.total_params_b, rule.bytes_per_param), kv,
-                                    rule.usable_fraction)
-    return (f"fits: needs {fit['need_gb']:.1f} GB of {fit['usable_gb']:.1f} GB usable ({rule.describe()}); the KV "
-            f"cache holds {float(held):,.0f} such requests at once")
+    return (f"fits: needs {fit['need_gb']:.1f} GB of {fit['usable_gb']:.1f} GB usable ({fit['rule']}); the KV "
+            f"cache holds {fit['held']:,.0f} such requests at once")
+
+
+def memory_fits(names: Sequence[str], memory_gb: Sequence[float], spec, w: dict[str, Any]) -> pd.DataFrame:
+    """Per GPU (`names`, memory per GPU): planner.memory_fit of the LLM (`spec`) under its memory rule at the
+    workload `w` (defaults filled), with `held`, the requests its KV cache holds at once (memory_limit; NaN where
+    the model does not fit), and `rule`, the rule in words. The one memory check of predict, recommend and the page."""
+    wf = workload.filled({"precision": spec.weight_precision, **w})
+    rule, size, n = memory_rule(wf, spec), llm_size(spec, wf), int(wf["n_gpus"])
+    fit = planner.memory_fit(pd.DataFrame({"gpu": list(names), "memory_gb": [float(m) for m in memory_gb]}), size,
+                             wf["prompt_tokens"] + wf["output_tokens"], n, rule)
+    held = [memory_limit(float(m), n, size, rule) if ok else math.nan for m, ok in zip(memory_gb, fit["fits"])]
+    return fit.assign(held=held, rule=rule.describe())
+
+
+def memory_limit(memory_gb: float, n_gpus: int, size: planner.LlmSize, rule: planner.MemoryRule) -> float:
+    """How many requests of `size`'s KV cache the replica holds at once beside its weights (physics.kv_fit_sequences
+    under `rule`; DP attention's attention weights held again on every further GPU)."""
+    weights = physics.weights_gb(size.total_params_b, rule.bytes_per_param) + size.replicated_gb * (n_gpus - 1)
+    return float(physics.kv_fit_sequences(memory_gb, n_gpus, weights, size.kv_bytes_per_request,
+                                          rule.usable_fraction))
+
+
+def llm_size(spec, wf: dict[str, Any]) -> planner.LlmSize:
+    """What the memory rule needs of an LLM (`spec`) under a filled workload: KV bytes per token and per request
+    (prompt + output tokens, windows capped, a hybrid's fixed state) at the KV cache's precision, and under DP
+    attention the attention weights (at the weights' precision) that every GPU holds whole."""
+    kv_value = physics.kv_bytes_per_value(wf["kv_precision"])
+    replicated = 0.0
+    if workload.dp_attention_on(wf):
+        replicated = physics.weights_gb(spec.attention_params_b(), workload.PRECISION_BYTES[wf["precision"]])
+    return planner.LlmSize(spec.total_params_b, spec.kv_cache_bytes_per_token(kv_value),
+                           spec.kv_cache_bytes_per_sequence(wf["prompt_tokens"] + wf["output_tokens"], kv_value),
+                           replicated)
 
 
 def memory_rule(wf: dict[str, Any], spec=None) -> planner.MemoryRule:
@@ -90,7 +114,7 @@ def predict_one(models: ModelSet, gpu: resolve.Resolved, llm: resolve.Resolved, 
     levels = list(dict.fromkeys(levels)) or list(planner.DEFAULT_LEVELS)
     base = {**gpu.fields, **llm.fields, **w}
     reqs = [{**base, "level": lv} for lv in levels]
-    rows = validate(reqs, models.gpus, models.llms)
+    rows = validate_one(reqs, models.gpus, models.llms)
     cache = PredictionCache(models.folder, use_cache)
     preds = cache.predict(reqs, rows, extra=[v for r in reqs for v in workload.preset_variants(r)])
     bands = [interval_bounds(row, lv) for row, lv in zip(preds, levels)]
@@ -100,7 +124,7 @@ def predict_one(models: ModelSet, gpu: resolve.Resolved, llm: resolve.Resolved, 
     values = {**coverage.request_values(rows.iloc[0]), "concurrency": preds[0].get("concurrency", float("nan"))}
     return PredictAnswer(reqs[0], workload.filled(w), prediction, bands, gpu.origin, llm.origin,
                          memory_line(gpu, llm, w), coverage.outside(values, ranges) if ranges else None,
-                         models.versions)
+                         models.versions, workload.default_notes(w))
 
 
 def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int], None] | None = None,
@@ -114,7 +138,7 @@ def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int
     records = resolve.known_to_models(frame.to_dict("records"), models.gpus, models.llms)
     batch = validate_batch(pd.DataFrame(records, index=frame.index), models.gpus, models.llms)
     rows = batch.rows
-    out = frame.iloc[batch.accepted].reset_index(drop=True)
+    out = frame.iloc[batch.accepted].reset_index(drop=True).infer_objects()  # a column of numbers once more
     out.insert(0, "row", batch.accepted)
     if not len(rows):
         return out, batch
@@ -130,6 +154,7 @@ def predict_batch(models: ModelSet, frame: pd.DataFrame, progress: Callable[[int
         out[c] = pred[c].to_numpy()
     ranges = models.training_ranges
     out["extrapolation"] = ["; ".join(coverage.outside(coverage.request_values(r), ranges)) for _, r in rows.iterrows()]
+    out["defaults"] = ["; ".join(workload.default_notes(records[i])) for i in batch.accepted]
     for t, v in models.versions.items():
         out[f"model_{t}"] = v
     return out, batch
@@ -156,6 +181,20 @@ def rejected_path(output_csv: Path) -> Path:
     return output_csv.with_name(f"{output_csv.name}.rejected.csv")
 
 
+def check_writable(path: Path, option: str) -> None:
+    """Raise WattgpuError naming `option` unless `path` (its folders made) can be written; an existing file is left
+    as it is, and none is left behind."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        existed = path.exists()
+        with open(path, "a", encoding="utf-8"):
+            pass
+        if not existed:
+            path.unlink()
+    except OSError as exc:
+        raise WattgpuError(f"{option} {path} cannot be written ({os_error_line(exc)}); nothing was predicted") from None
+
+
 class BatchRejected(WattgpuError):
     """A batch whose answered rows were written and whose rejected rows were listed beside them (exit code 2)."""
 
@@ -166,17 +205,18 @@ def predict_csv(models: ModelSet, input_csv: Path, output_csv: Path,
     errors to `rejected_path(output_csv)` (row: 0-based data row; line: its line in the file); the summary. Raises
     BatchRejected, whose message is the summary, when any row was rejected (after writing both files), and the
     batch's own error when none could be answered."""
+    bad = rejected_path(output_csv)
+    for path in (output_csv, bad):  # before anything is predicted
+        check_writable(path, "--output")
     try:
-        frame = pd.read_csv(input_csv)
+        frame, lines = read_csv(input_csv.read_text(encoding="utf-8-sig"))
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise WattgpuError(f"{input_csv}: not a readable CSV: {exc}") from None
     out, batch = predict_batch(models, frame, progress)
-    output_csv.parent.mkdir(parents=True, exist_ok=True)
-    bad = rejected_path(output_csv)
     bad.unlink(missing_ok=True)  # never leave an earlier run's rejects beside these predictions
     if batch.errors:
-        pd.DataFrame([{"row": e.row, "line": e.row + 2, "field": e.field, "problem": e.problem} for e in batch.errors]
-                     ).to_csv(bad, index=False, lineterminator="\n")
+        pd.DataFrame([{"row": e.row, "line": lines[e.row], "field": e.field, "problem": e.problem}
+                      for e in batch.errors]).to_csv(bad, index=False, lineterminator="\n")
     if not len(out):
         raise batch.error()
     out.to_csv(output_csv, index=False, float_format="%.6g", lineterminator="\n")
@@ -198,6 +238,7 @@ class RecommendAnswer:
     extrapolation_shared: list[str]  # workload and LLM outside the training ranges (every GPU)
     extrapolation_gpus: dict[str, list[str]]  # GPU -> its specs outside the training ranges
     models: dict[str, str]
+    defaults: list[str] = dataclasses.field(default_factory=list)  # defaults that shaped it (workload.default_notes)
 
 
 def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], constraints: planner.Constraints,
@@ -213,16 +254,13 @@ def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], constr
         raise WattgpuError("--gpus names no GPU")
     keys = list(dict.fromkeys(project.resolve(n) for n in names))
     wf = workload.filled({"precision": llm.spec.weight_precision, **w})
-    kv_value = physics.kv_bytes_per_value(wf["kv_precision"])
-    fit = planner.memory_fit(pd.DataFrame({"gpu": keys, "memory_gb": [project.get(k).memory_gb for k in keys]}),
-                             planner.LlmSize(llm.spec.total_params_b, llm.spec.kv_cache_bytes_per_token(kv_value)),
-                             wf["prompt_tokens"] + wf["output_tokens"], int(wf["n_gpus"]), memory_rule(wf, llm.spec))
+    fit = memory_fits(keys, [project.get(k).memory_gb for k in keys], llm.spec, w)
     labels = [k for k, ok in zip(keys, fit["fits"]) if ok]
     constraints = dataclasses.replace(constraints, gpus_per_replica=int(wf["n_gpus"]))
     requests = [{**resolve.resolve_gpu(k, models.gpus, project).fields, **llm.fields, **w,
                  "level": constraints.confidence} for k in labels]
     # A bad workload fails here, before any model is loaded; the rows also tell what lies outside the training data.
-    rows = validate(requests, models.gpus, models.llms) if requests else None
+    rows = validate_one(requests, models.gpus, models.llms) if requests else None
     preds = []
     if requests:
         extra = [v for r in requests for v in workload.preset_variants(r)]
@@ -240,7 +278,7 @@ def recommend(models: ModelSet, llm: resolve.Resolved, w: dict[str, Any], constr
         shared = coverage.outside(coverage.request_values(rows.iloc[0]), ranges, others)
     near = planner.near_target(rec.table, constraints.max_itl_ms, models.itl_error)
     return RecommendAnswer(llm.spec.key, llm.origin, w, rec, near, models.itl_error, shared, gpu_notes,
-                           models.versions)
+                           models.versions, workload.default_notes(w))
 
 
 def precompute(models: ModelSet, progress: Callable[[int], None] | None = None) -> tuple[int, int, Path]:

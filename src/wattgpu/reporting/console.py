@@ -43,7 +43,8 @@ def predict_json(a: PredictAnswer) -> str:
     note = "; ".join(dict.fromkeys(f"{_pct(b['level'])}: {b['note']}" if len(a.intervals) > 1 else b["note"]
                                    for b in a.intervals if b["note"]))
     return to_json({"request": a.request, "workload": a.workload, "prediction": a.prediction, "intervals": intervals,
-                    "interval_note": note, "memory": a.memory, "extrapolation": a.extrapolation, "models": a.models})
+                    "interval_note": note, "memory": a.memory, "extrapolation": a.extrapolation, "defaults": a.defaults,
+                    "models": a.models})
 
 
 def _band(a: PredictAnswer, key: str, spec: str, unit: str, caveat: str = "") -> str:
@@ -63,6 +64,7 @@ def predict_text(a: PredictAnswer) -> str:
         ("GPU", f"{row['gpu']}  ({a.gpu_origin})"),
         ("LLM", f"{row['llm']}  ({a.llm_origin})"),
         ("workload", workload.describe(a.workload, row.get("concurrency"))),
+        ("defaults", "; ".join(a.defaults)),
         ("power", f"{row['power_w']:.1f} W per GPU" + _band(a, "power_w", ".0f", " W")),
         ("ITL", f"{row['itl_ms']:.2f} ms per request  ({row['tokens_per_s']:.1f} tokens/s per request stream)"
          + _band(a, "itl_ms", ".1f", " ms")),
@@ -104,6 +106,7 @@ def recommend_json(a: RecommendAnswer) -> str:
         "over_power_budget": rec.gpus(planner.STATUS_OVER_POWER),
         "near_target": a.near_target, "itl_error_pct": round(100 * a.itl_error, 1),
         "extrapolation": {"workload_and_llm": a.extrapolation_shared, "gpus": a.extrapolation_gpus},
+        "defaults": a.defaults,
         "ranking": [r for r in records if r["status"] in planner.CHOSEN],
         "excluded": [r for r in records if r["status"] not in planner.CHOSEN],
     })
@@ -151,6 +154,8 @@ def print_recommendation(a: RecommendAnswer) -> None:
     out = console()
     out.print(table)
     out.print(rec.summary)
+    if a.defaults:
+        out.print(f"defaults: {'; '.join(a.defaults)}.")
     if a.near_target:
         out.print(f"* no ITL interval, and the predicted ITL within {100 * a.itl_error:.0f} % of the target (the ITL "
                   f"model's server MdAPE on unseen GPUs): {', '.join(a.near_target)}; the verdict could go either way.")

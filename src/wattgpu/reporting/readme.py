@@ -136,9 +136,10 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "recommend-example": _text(paths.REPORTS_DIR / "examples" / "recommend.txt"),
     "casestudy": lambda root: _read(root, paths.REPORTS_DIR / "casestudy" / "casestudy.md").strip(),
     # measurements on the machine named in each file, written by the commands the README shows (`make bench`,
-    # scripts/benchmark_workers.py): machine-dependent, committed beside the reports, never typed
+    # scripts/benchmark_workers.py, scripts/bench_ui.py): machine-dependent, committed beside the reports, never typed
     "bench": _text(paths.REPORTS_DIR / "benchmarks" / "bench.txt"),
     "workers-benchmark": _text(paths.REPORTS_DIR / "benchmarks" / "workers.txt"),
+    "ui-bench": _text(paths.REPORTS_DIR / "benchmarks" / "ui.txt"),
 }
 
 

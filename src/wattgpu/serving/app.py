@@ -5,8 +5,13 @@ MLflow's own scoring app (`mlflow.pyfunc.scoring_server.init`, what `mlflow mode
 `instances`; `text/csv`; Parquet), with the power champion's pyfunc model joined to the ITL champion's: each row
 gets power and ITL with their intervals (serving.pyfunc.output_columns("both")). `Guard`, an ASGI layer around it,
 keeps bad bodies cheap and clean: a body over `max_body_bytes` gets 413 before it is read, a JSON body that does
-not parse or repeats a key gets a one-line 400 naming what is wrong, and no error body carries MLflow's
-`stack_trace` (the cause's last line is kept in `message`). uvicorn binds 127.0.0.1 only.
+not parse, repeats a key, carries a key MLflow would drop (anything but one format and `params`; any `params`: the
+model takes none) or a whole number too large for any field gets a one-line 400 naming what is wrong (the field,
+and the row where there is one), and no error body carries MLflow's `stack_trace` (the cause's last line is kept in
+`message`). Two bodies are handed on in the form that reaches the model as sent: `instances` rows as `inputs`
+(MLflow turns `instances` rows into columns and refuses rows whose fields differ) and a CSV read by
+`wattgpu.request.read_csv` (text fields stay text, a text cell in a number column is that row's error only) as
+`dataframe_split`. uvicorn binds 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 
 from wattgpu import tracking
 from wattgpu.config import Registry
@@ -66,17 +72,125 @@ def _short(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def json_problem(body: bytes) -> str | None:
-    """Why a JSON body cannot be read (one line), or None when it parses with every key once."""
+FORMATS = ("dataframe_records", "dataframe_split", "inputs", "instances")  # MLflow's JSON request formats
+_LONG_NUMBER = re.compile(rb"\d{300}")  # a whole number this long may be too large for a float
+
+
+class BodyProblem(Exception):
+    """Why a body is refused (400): the message, and the field and row it names where it names one."""
+
+    def __init__(self, message: str, field: str | None = None, row: int | None = None):
+        super().__init__(message)
+        self.message, self.field, self.row = message, field, row
+
+
+class _Digits(str):
+    """A whole number of more digits than Python converts (sys.get_int_max_str_digits), kept as its text."""
+
+
+def _whole(text: str) -> int | _Digits:
+    return int(text) if len(text) < 4000 else _Digits(text)
+
+
+def _read_json(body: bytes, long_numbers: bool = False):
     try:
-        json.loads(body, object_pairs_hook=_no_duplicates)
+        return json.loads(body, object_pairs_hook=_no_duplicates, **({"parse_int": _whole} if long_numbers else {}))
     except json.JSONDecodeError as exc:
-        return f"body is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        raise BodyProblem(f"body is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except UnicodeDecodeError:
-        return "body is not valid UTF-8 JSON"
-    except (ValueError, RecursionError) as exc:
-        return _short(exc) if "duplicate JSON key" in str(exc) else "body is not valid JSON: nested too deeply"
-    return None
+        raise BodyProblem("body is not valid UTF-8 JSON") from None
+    except RecursionError:
+        raise BodyProblem("body is not valid JSON: nested too deeply") from None
+    except ValueError as exc:
+        duplicate = "duplicate JSON key" in str(exc)
+        raise BodyProblem(_short(exc if duplicate else f"body is not valid JSON: {exc}")) from None
+
+
+def _field_problem(row: int | None, field: str, problem: str) -> BodyProblem:
+    from wattgpu.request import RowError
+
+    return BodyProblem(_short(RowError(row, field, problem)), field, row)
+
+
+def checked_json(body: bytes) -> bytes:
+    """A JSON request body as MLflow's scoring app should get it, or BodyProblem naming what is wrong: it parses
+    with every key once; it holds one request format and, at most, an empty `params` (MLflow would drop any other
+    key, and the model takes no parameter: each row's fields go in the rows); no whole number is too large for a
+    float (MLflow would fail on the frame without naming it). `instances` rows (a list of objects) come back as
+    `inputs`."""
+    long_numbers = bool(_LONG_NUMBER.search(body))
+    doc = _read_json(body, long_numbers)
+    if not isinstance(doc, dict):
+        raise BodyProblem(f"body must be a JSON object with one of {', '.join(FORMATS)}, got a {type(doc).__name__}")
+    unknown = [k for k in doc if k not in (*FORMATS, "params")]
+    if unknown:
+        raise _field_problem(None, unknown[0], f"unknown key of the body (MLflow would ignore it); the body holds one "
+                             f"of {', '.join(FORMATS)} (each row's fields, e.g. level, go in the rows)")
+    formats = [k for k in doc if k in FORMATS]
+    if len(formats) != 1:
+        raise BodyProblem(f"body must hold exactly one of {', '.join(FORMATS)}, got {len(formats)}")
+    params = doc.get("params")
+    if params is not None and params != {}:
+        first = next(iter(params), "") if isinstance(params, dict) else ""
+        raise _field_problem(None, f"params.{first}" if first else "params",
+                             "unknown parameter: this model takes none (each row's fields, e.g. level, go in the rows)")
+    fmt = formats[0]
+    if long_numbers:
+        for row, field, value in _cells(fmt, doc[fmt]):
+            if isinstance(value, _Digits) or isinstance(value, int) and not isinstance(value, bool) \
+                    and not _fits_float(value):
+                from wattgpu.request import BOUNDS
+
+                b = BOUNDS.get(field)
+                allowed = f"outside the allowed range [{b.lo:g}, {b.hi:g}]" if b else "too large for any number"
+                digits = len(str(value).lstrip("-"))
+                raise _field_problem(row, str(field), f"a {digits:,}-digit whole number, {allowed}")
+    if fmt == "instances" and isinstance(doc[fmt], list) and all(isinstance(r, dict) for r in doc[fmt]):
+        return json.dumps({"inputs": doc[fmt]}).encode()
+    return body
+
+
+def _fits_float(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def _cells(fmt: str, data):
+    """(row, field, value) of each cell of a request format's data (rows of objects, columns, or split)."""
+    if fmt == "dataframe_split" and isinstance(data, dict):
+        columns = data.get("columns") or []
+        for i, values in enumerate(data.get("data") or []):
+            for j, v in enumerate(values if isinstance(values, list) else [values]):
+                yield i, (columns[j] if j < len(columns) else j), v
+    elif isinstance(data, list):
+        for i, r in enumerate(data):
+            yield from ((i, k, v) for k, v in (r.items() if isinstance(r, dict) else ()))
+    elif isinstance(data, dict):
+        for k, column in data.items():
+            yield from ((i, k, v) for i, v in enumerate(column if isinstance(column, list) else [column]))
+
+
+def csv_as_json(body: bytes) -> bytes:
+    """A CSV body as the JSON `dataframe_split` body of the same requests, read by wattgpu.request.read_csv (text
+    fields stay text; a cell that is no number, in a number column, stays text: its row's error only)."""
+    import pandas as pd
+
+    from wattgpu.request import RequestError, read_csv
+
+    try:
+        frame, _ = read_csv(body.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise BodyProblem("body is not valid UTF-8 CSV") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise BodyProblem(_short(f"body is not a readable CSV: {exc}")) from None
+    except RequestError as exc:
+        raise BodyProblem(_short(exc), exc.field, exc.row) from None
+    cells = frame.astype(object).where(frame.notna(), None)  # exact numbers (to_json rounds to 10 digits), null
+    split = {"columns": [str(c) for c in frame.columns], "data": cells.to_numpy().tolist()}
+    return json.dumps({"dataframe_split": split}, default=lambda v: v.item()).encode()
 
 
 def clean_error(body: bytes) -> bytes:
@@ -126,8 +240,18 @@ class Guard:
                 return await reply(send, 413, too_big)
         body = b"".join(chunks)
         content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-        if content_type == b"application/json" and (problem := json_problem(body)):
-            return await reply(send, 400, problem)
+        try:
+            if content_type == b"application/json":
+                body = checked_json(body)
+            elif content_type == b"text/csv":
+                body = csv_as_json(body)
+                scope = {**scope, "headers": [(k, b"application/json" if k.lower() == b"content-type" else v)
+                                              for k, v in scope["headers"]]}
+        except BodyProblem as exc:
+            return await reply(send, 400, exc.message, exc.field, exc.row)
+        if len(body) != int(length):
+            scope = {**scope, "headers": [(k, str(len(body)).encode() if k.lower() == b"content-length" else v)
+                                          for k, v in scope["headers"]]}
         return await self.app(scope, _replay(body, receive), _cleaning(send))
 
 
@@ -167,10 +291,12 @@ def _json_headers(headers, length: int) -> list:
     return [*keep, (b"content-type", b"application/json"), (b"content-length", str(length).encode())]
 
 
-async def reply(send, status: int, message: str) -> None:
-    """A one-line JSON error, MLflow's shape (`error_code`, `message`)."""
+async def reply(send, status: int, message: str, field: str | None = None, row: int | None = None) -> None:
+    """A one-line JSON error, MLflow's shape (`error_code`, `message`), and where it names one the field and row as
+    a rejected request's (serving.pyfunc.request_rejected): `field`, `row`, `detail`."""
     code = "RESOURCE_LIMIT_EXCEEDED" if status == 413 else "BAD_REQUEST"
-    body = json.dumps({"error_code": code, "message": message}).encode()
+    named = {"field": field, "row": row, "detail": message} if field is not None else {}
+    body = json.dumps({"error_code": code, "message": message, **named}).encode()
     await send({"type": "http.response.start", "status": status, "headers": _json_headers([], len(body))})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 

@@ -14,6 +14,7 @@ the server and answered with a 500 that carries no trace either.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Mapping
 from importlib.metadata import version as package_version
@@ -73,7 +74,27 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             _logger.exception("prediction failed")
             raise MlflowException("internal error while predicting; the server log has the details",
                                   error_code=INTERNAL_ERROR) from None
-        return out[list(output_columns(self.target))]
+        return with_nulls(out[list(output_columns(self.target))])
+
+
+def with_nulls(answer: pd.DataFrame) -> pd.DataFrame:
+    """The answer with None where a value is missing (a rejected row's predictions, a bound where the model
+    abstains) or not finite: MLflow writes None as JSON null, but NaN as a bare `NaN`, which strict JSON parsers
+    (browsers, jq) refuse. Only the columns holding such a value change (to object); whole columns at once."""
+    columns, changed = {}, False
+    for c in answer.columns:
+        values = answer[c].to_numpy()
+        if values.dtype.kind == "f":
+            bad = ~np.isfinite(values)
+        elif values.dtype == object:  # text with NaN (a rejected row), or a stray float
+            bad = (pd.isna(values) & (values != None)) | (values == math.inf) | (values == -math.inf)  # noqa: E711
+        else:
+            bad = None
+        if bad is not None and bad.any():
+            values = values.astype(object)
+            values[bad], changed = None, True
+        columns[c] = values
+    return pd.DataFrame(columns, index=answer.index, copy=False) if changed else answer
 
 
 def as_requests(model_input):

@@ -1,0 +1,1 @@
+"""The planner page (`wattgpu ui`): ask, compare GPUs and recommend one in a browser, answered by wattgpu.planning."""
