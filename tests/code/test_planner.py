@@ -283,3 +283,31 @@ def test_dp_attention_holds_the_attention_weights_again_on_every_further_gpu():
     assert fits[True]["need_gb"] - fits[False]["need_gb"] == pytest.approx(7 * by_hand)
     per_request = spec.kv_cache_bytes_per_sequence(wf["prompt_tokens"] + wf["output_tokens"])
     assert fits[False]["held"] - fits[True]["held"] == pytest.approx(7 * by_hand * 1e9 / per_request, rel=1e-9)
+
+
+def test_the_code_digest_is_kept_on_disk_only_while_no_module_file_changes(tmp_path, monkeypatch):
+    """One `wattgpu predict` reads the prediction code's digest from the cache folder instead of parsing ~30 modules;
+    a module file whose size or modification time changed gives a new stamp, so the digest is computed again."""
+    import os
+    from pathlib import Path
+
+    from wattgpu import codehash
+    from wattgpu.planning import cache
+
+    monkeypatch.setenv("WATTGPU_CACHE", str(tmp_path))
+    cache._code_digest.cache_clear()
+    first = cache._code_digest()
+    assert first == codehash.digest(cache.PREDICTION_CODE)
+    [memo] = tmp_path.glob("code-*.txt")
+    memo.write_text("0" * 64)  # what a new process finds under the same stamp is what it uses
+    cache._code_digest.cache_clear()
+    assert cache._code_digest() == "0" * 64
+    module = Path(cache.__file__)
+    st = module.stat()
+    try:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        cache._code_digest.cache_clear()
+        assert cache._code_digest() == first
+    finally:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))
+        cache._code_digest.cache_clear()

@@ -34,9 +34,25 @@ def _cache_dir() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _code_digest() -> str:
-    """The prediction code's digest, once per process (parsing ~30 modules takes ~0.25 s; code does not change
-    under a running process)."""
-    return codehash.digest(PREDICTION_CODE)
+    """The prediction code's digest (codehash.digest: parsing ~30 modules, ~0.7 s), once per process and kept on disk
+    beside the predictions under a stamp of every module file's path, size and modification time, so that a new
+    process (one `wattgpu predict`) reads it instead while no file of the package has changed."""
+    files = sorted(Path(codehash.__file__).parent.rglob("*.py"))
+    stamp = hashlib.sha256(repr([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]).encode())
+    memo = _cache_dir() / f"code-{stamp.hexdigest()[:20]}.txt"
+    try:
+        known = memo.read_text().strip()
+        if known and all(c in "0123456789abcdef" for c in known):
+            return known
+    except OSError:
+        pass
+    digest = codehash.digest(PREDICTION_CODE)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        memo.write_text(digest)
+    except OSError:  # a read-only home: no memo, same digest
+        pass
+    return digest
 
 
 def fingerprint(folder: Path) -> str:
