@@ -7,12 +7,15 @@ measurements; no fitted model is used."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tests.code.test_predict import _LLM, BY_NAME, GPUS, LLMS, FixtureModel
+from tests.code import test_predict
+from tests.code.test_predict import _LLM, BY_NAME, GPUS, LLMS
 from wattgpu import physics, workload
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import LlmCatalog, LlmSpec
@@ -20,9 +23,8 @@ from wattgpu.cli import app
 from wattgpu.features import WORKLOAD_ITL, WORKLOAD_POWER, engineer
 from wattgpu.modeling import coverage
 from wattgpu.modeling.estimator import as_measured_release
-from wattgpu.modeling.predictor import Predictor
 from wattgpu.planning import service
-from wattgpu.request import RequestError, check_workload, validate, validate_batch
+from wattgpu.request import RequestError, check_workload, validate_batch
 from wattgpu.serving.pyfunc import as_requests, request_fields
 
 # FIXTURE: a mixture of experts with a known layout: 64 routed experts, 8 per token, 16 B total, 3 B active, so its
@@ -37,16 +39,9 @@ MIXED = {**DENSE, "llm": MOE.key}
 KV_VALUES_PER_TOKEN = 32 * 2 * 8 * 128
 
 
-def fixture_predictor() -> Predictor:
-    return Predictor({"power": FixtureModel("power"), "itl": FixtureModel("itl")}, GPUS, CATALOG, offline_batch=256)
-
-
-def rows(*requests) -> pd.DataFrame:
-    return validate(list(requests), GPUS, CATALOG)
-
-
-def featured(*requests) -> pd.DataFrame:
-    return engineer(rows(*requests), offline_batch=256)
+fixture_predictor = functools.partial(test_predict.fixture_predictor, GPUS, CATALOG)
+rows = functools.partial(test_predict.fixture_rows, GPUS, CATALOG)
+featured = functools.partial(test_predict.fixture_featured, GPUS, CATALOG)
 
 
 # ------------------------------------------------------------------------------------------------- precisions

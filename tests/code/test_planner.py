@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT
+from tests.code.test_step_physics import spec as real_config
 from wattgpu import physics
 from wattgpu.errors import WattgpuError
 from wattgpu.planning import planner
@@ -237,12 +237,6 @@ def test_levels_as_percent_or_fraction():
 
 
 # ------------------------------------------------------------------------------ the memory rule on real config.json
-def _real(name: str):
-    from wattgpu.planning.resolve import read_llm_config
-
-    return read_llm_config(ROOT / "data" / "catalogs" / "llm_configs" / f"{name}.json")[2]
-
-
 def test_a_sliding_window_layer_holds_only_its_window_in_the_memory_rule():
     """gpt-oss-120b (its config.json): 36 layers alternating full and 128-token sliding attention, 8 KV heads x 64
     dims, bf16 KV. One 32,000-token request caches 18 full layers x 32,000 tokens + 18 sliding layers x 128 tokens,
@@ -250,7 +244,7 @@ def test_a_sliding_window_layer_holds_only_its_window_in_the_memory_rule():
     from wattgpu import workload
     from wattgpu.planning import service
 
-    spec = _real("openai--gpt-oss-120b")
+    spec = real_config("openai/gpt-oss-120b")
     wf = workload.filled({"precision": "mxfp4", "prompt_tokens": 30_000, "output_tokens": 2_000})
     per_token = 2 * 8 * 64 * 2
     by_hand = (18 * 32_000 + 18 * 128) * per_token
@@ -269,7 +263,7 @@ def test_dp_attention_holds_the_attention_weights_again_on_every_further_gpu():
     from wattgpu import workload
     from wattgpu.planning import service
 
-    spec = _real("meta-llama--Meta-Llama-3.1-70B-Instruct")
+    spec = real_config("meta-llama/Meta-Llama-3.1-70B-Instruct")
     by_hand = 80 * 8192 * (2 * 8192 + 2 * 1024) / 1e9
     assert spec.attention_params_b() == pytest.approx(by_hand)
     gpus = pd.DataFrame({"gpu": ["B200"], "memory_gb": [180.0]})

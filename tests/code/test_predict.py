@@ -10,6 +10,7 @@ import pytest
 
 from wattgpu.catalogs.gpus import dump_gpu_catalog, parse_gpu_catalog
 from wattgpu.catalogs.llms import LlmCatalog, LlmSpec
+from wattgpu.features import engineer
 from wattgpu.modeling.predictor import Predictor
 from wattgpu.modeling.store import load_predictor, save_model_dir
 from wattgpu.request import KNOWN_FIELDS, RequestError, validate
@@ -143,8 +144,19 @@ class FixtureModel:
         return 0.5 * rows["gpu_tdp_w"] if self.target == "power" else 2 * rows["roofline_itl_s"]
 
 
-def fixture_predictor(**kw) -> Predictor:
-    return Predictor({"power": FixtureModel("power"), "itl": FixtureModel("itl")}, GPUS, LLMS, offline_batch=256, **kw)
+def fixture_predictor(gpus=GPUS, llms=LLMS, **kw) -> Predictor:
+    """The FIXTURE models behind a Predictor over these catalogs (default: this file's)."""
+    return Predictor({"power": FixtureModel("power"), "itl": FixtureModel("itl")}, gpus, llms, offline_batch=256, **kw)
+
+
+def fixture_rows(gpus, llms, *requests) -> pd.DataFrame:
+    """Requests validated against these catalogs (the rows a Predictor features)."""
+    return validate(list(requests), gpus, llms)
+
+
+def fixture_featured(gpus, llms, *requests) -> pd.DataFrame:
+    """Requests validated and engineered as the FIXTURE Predictor does (offline batch 256)."""
+    return engineer(fixture_rows(gpus, llms, *requests), offline_batch=256)
 
 
 def test_derived_outputs_follow_their_formulas():

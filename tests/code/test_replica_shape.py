@@ -7,6 +7,7 @@ the defaults change nothing. The models are FIXTUREs (test_predict.FixtureModel)
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -14,15 +15,15 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tests.code.test_predict import LLMS, FixtureModel
+from tests.code import test_predict
+from tests.code.test_predict import LLMS
 from wattgpu import paths, physics, workload
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import LlmCatalog, llm_spec_from_hf_config
 from wattgpu.cli import app
 from wattgpu.features import engineer, replica_shape_ratio
 from wattgpu.modeling import coverage
-from wattgpu.modeling.predictor import Predictor
-from wattgpu.request import RequestError, check_workload, validate, validate_batch
+from wattgpu.request import RequestError, check_workload, validate_batch
 from wattgpu.serving.pyfunc import as_requests, request_fields
 
 CONFIG = paths.project_root() / "data/catalogs/llm_configs/deepseek-ai--DeepSeek-V3.json"
@@ -37,16 +38,9 @@ DENSE = {**BASE, "llm": "fixture/dense-8b"}
 LATENT_BYTES_PER_TOKEN = 576 * 61 * 2  # 61 layers, bf16: 70,272 bytes
 
 
-def predictor() -> Predictor:
-    return Predictor({"power": FixtureModel("power"), "itl": FixtureModel("itl")}, GPUS, CATALOG, offline_batch=256)
-
-
-def rows(*requests) -> pd.DataFrame:
-    return validate(list(requests), GPUS, CATALOG)
-
-
-def featured(*requests) -> pd.DataFrame:
-    return engineer(rows(*requests), offline_batch=256)
+predictor = functools.partial(test_predict.fixture_predictor, GPUS, CATALOG)
+rows = functools.partial(test_predict.fixture_rows, GPUS, CATALOG)
+featured = functools.partial(test_predict.fixture_featured, GPUS, CATALOG)
 
 
 def test_the_real_config_is_what_the_hand_computations_assume():
