@@ -1,15 +1,19 @@
-"""Transfer check: power candidates with fixed settings (each one's first trial in params.yaml), a lab (LOSO) or a GPU
-(LOGO) held out, every held-out row asked through the served path (modeling.predictor.served_predictions: a Poisson
+"""Transfer check: candidates with fixed settings (each one's first trial in params.yaml), a lab (LOSO), a GPU (LOGO)
+or each (GPU, LLM) pair of the LOPO regime's folds (reports/search/lopo/folds.csv: the GPU and the LLM both out of
+training) held out, every held-out row asked through the served path (modeling.predictor.served_predictions: a Poisson
 load's requests in flight solved by an ITL model fitted on the same training rows). Prints MdAPE % per source and
-pooled, beside the 0.9 x TDP baseline. No tuning, no selection: a quick look at how a candidate transfers, not the
-nested figures of `dvc repro` (reports/search/by_source.csv).
+pooled: power beside the 0.9 x TDP baseline, ITL beside the unfitted decode-step physics (`itl_physics_s`). No tuning,
+no selection: a quick look at how a candidate transfers, not the nested figures of `dvc repro`
+(reports/search/by_source.csv).
 
-    python scripts/transfer_check.py [--regimes loso logo] [--candidates workload steppower lightgbm]
+    python scripts/transfer_check.py [--target power] [--regimes loso logo] [--candidates workload steppower lightgbm]
+    python scripts/transfer_check.py --target itl [--regimes loso logo lopo]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import warnings
 
 import numpy as np
@@ -23,9 +27,10 @@ from wattgpu.evaluation import baselines
 from wattgpu.evaluation.runner import prepare_rows, target_rows
 from wattgpu.io import read_table
 from wattgpu.modeling.algorithms import make_estimator
-from wattgpu.modeling.predictor import served_predictions
+from wattgpu.modeling.predictor import as_served, served_predictions, solve_concurrency
 
-GROUP = {"loso": "lab", "logo": "gpu"}
+GROUP = {"loso": "lab", "logo": "gpu", "lopo": "pair"}
+COLUMN = {"power": "power_w_per_gpu", "itl": "itl_s"}
 
 
 def first_trial(params, algorithm: str) -> tuple[str, dict]:
@@ -38,10 +43,36 @@ def mdape(y: np.ndarray, pred: np.ndarray) -> float:
     return float(100 * np.median(np.abs(pred / y - 1)))
 
 
+def held_out(rows: pd.DataFrame, regime: str, root) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(group, training mask, test mask) per held-out group: a lab or a GPU out of training, or a LOPO pair's GPU and
+    LLM both out (its test rows: that pair's)."""
+    if regime != "lopo":
+        key = rows[GROUP[regime]]
+        return [(g, (key != g).to_numpy(), (key == g).to_numpy()) for g in sorted(key.unique())]
+    with open(root / "reports" / "search" / "lopo" / "folds.csv", newline="") as f:
+        pairs = sorted({r["fold"] for r in csv.DictReader(f) if r["selected"] == "True"})
+    out = []
+    for pair in pairs:
+        gpu, llm = pair.split("|", 1)
+        train = ((rows["gpu"] != gpu) & (rows["llm"] != llm)).to_numpy()
+        test = ((rows["gpu"] == gpu) & (rows["llm"] == llm)).to_numpy()
+        if test.any():
+            out.append((pair, train, test))
+    return out
+
+
+def physics_itl(rows: pd.DataFrame) -> np.ndarray:
+    """The unfitted decode-step physics, asked as served (stages.search's `itl_physics` baseline)."""
+    served, _ = solve_concurrency(as_served(rows), lambda r: r["itl_physics_s"].to_numpy(dtype=float))
+    return served["itl_physics_s"].to_numpy(dtype=float)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", default="power", choices=sorted(COLUMN))
     parser.add_argument("--regimes", nargs="+", default=["loso", "logo"], choices=sorted(GROUP))
-    parser.add_argument("--candidates", nargs="+", default=["workload", "steppower", "lightgbm"])
+    parser.add_argument("--candidates", nargs="+", default=None,
+                        help="power: workload steppower lightgbm (default); ITL: workload")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)
     root = paths.project_root()
@@ -49,30 +80,38 @@ def main() -> None:
     gpus, llms = load_gpu_catalog(root / paths.GPU_CATALOG), load_llm_catalog(root / paths.LLM_CATALOG_TABLE)
     rows = prepare_rows(read_table(root / paths.MEASUREMENTS), gpus, llms, source=params.search.source,
                         dense_only=params.search.dense_only, offline_batch=params.evaluate.roofline_offline_batch)
-    power, itl_rows = target_rows(rows, "power"), target_rows(rows, "itl")
+    target = target_rows(rows, args.target)
+    itl_rows = target_rows(rows, "itl")
+    candidates = args.candidates or (["workload", "steppower", "lightgbm"] if args.target == "power" else ["workload"])
     seed = params.base.seed
     itl_set, itl_hp = first_trial(params, params.search.default_algorithm)
-    y = power["power_w_per_gpu"].to_numpy(dtype=float)
+    y = target[COLUMN[args.target]].to_numpy(dtype=float)
     table = []
     for regime in args.regimes:
-        key = GROUP[regime]
-        pred = {c: np.full(len(power), np.nan) for c in args.candidates}
-        for group in sorted(power[key].unique()):
-            test = (power[key] == group).to_numpy()
+        pred = {c: np.full(len(target), np.nan) for c in candidates}
+        itl_groups = {g: train for g, train, _ in held_out(itl_rows, regime, root)}
+        for group, train, test in held_out(target, regime, root):
             itl = make_estimator(params.search.default_algorithm, "itl", itl_set, itl_hp, seed=seed).fit(
-                itl_rows[itl_rows[key] != group])
-            for c in args.candidates:
-                feature_set, hp = first_trial(params, c)
-                model = make_estimator(c, "power", feature_set, hp, seed=seed,
-                                       load_rho=params.evaluate.load_rho).fit(power[~test])
-                pred[c][test] = served_predictions(power[test], {"itl": itl, "power": model})[1]["power"]
-        pred["baseline: 0.9 x TDP"] = baselines.tdp90(power)
+                itl_rows[itl_groups[group]])
+            for c in candidates:
+                model = itl
+                if args.target == "power":
+                    feature_set, hp = first_trial(params, c)
+                    model = make_estimator(c, "power", feature_set, hp, seed=seed,
+                                           load_rho=params.evaluate.load_rho).fit(target[train])
+                models = {"itl": itl, args.target: model}
+                pred[c][test] = served_predictions(target[test], models)[1][args.target]
+        tested = ~np.isnan(pred[candidates[0]])
+        if args.target == "power":
+            pred["baseline: 0.9 x TDP"] = baselines.tdp90(target)
+        else:
+            pred["baseline: decode-step physics"] = physics_itl(target)
         for name, p in pred.items():
-            cells = {s: mdape(y[(power["source"] == s).to_numpy()], p[(power["source"] == s).to_numpy()])
-                     for s in sorted(power["source"].unique())}
-            table.append({"regime": regime.upper(), "model": name, **cells, "all rows": mdape(y, p)})
+            cells = {s: mdape(y[at], p[at]) if (at := tested & (target["source"] == s).to_numpy()).any() else np.nan
+                     for s in sorted(target["source"].unique())}
+            table.append({"regime": regime.upper(), "model": name, **cells, "all rows": mdape(y[tested], p[tested])})
     out = pd.DataFrame(table)
-    print("power MdAPE % (first-trial settings, served path):")
+    print(f"{args.target} MdAPE % (first-trial settings, served path):")
     print(out.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
 
 

@@ -213,7 +213,7 @@ def _workload_features(out: _Columns) -> None:
     """Workload-aware physics (added to `out`): one decode step of `b = max(concurrency, 1)` sequences, each
     getting one token, takes about
 
-        ITL(b) = T_weights(b) + b x (T_kv + T_compute + T_comm) + T_fixed
+        ITL(b) = T_weights(b) + b x (T_kv + T_compute + T_comm + T_seq) + T_fixed
 
     (the physics, with the formulas, is in wattgpu.physics; this builds its columns):
     - T_weights (`weights_step_s`): physics.weights_read_per_step_bytes over the tensor-parallel GPUs' memory
@@ -223,6 +223,8 @@ def _workload_features(out: _Columns) -> None:
       QK^T and attention x V over the context, and the token's share of prefill) at the tensor-parallel GPUs' peak;
     - T_comm (`comm_step_per_sequence_s`): tensor parallelism's all-reduces of the token's activations over the
       GPU-to-GPU interconnect (physics.tensor_parallel_bytes_per_token, physics.interconnect_s; 0 on one GPU);
+    - T_seq (`sequence_step_s`): each running sequence's overhead beyond its bytes and FLOPs (physics.
+      SEQUENCE_STEP_S; a scale);
     - T_fixed (`fixed_step_s`): per-layer kernel launches and scheduling (physics.fixed_step_s; a scale), and each
       extra pipeline stage's hand-off (physics.pipeline_stage_s).
 
@@ -244,10 +246,11 @@ def _workload_features(out: _Columns) -> None:
     out["compute_step_per_sequence_s"] = physics.compute_time_s(flops, out.num("gpu_fp16_tensor_tflops") * tp)
     out["comm_step_per_sequence_s"] = physics.interconnect_s(
         physics.tensor_parallel_bytes_per_token(layers, out.num("llm_hidden_size"), tp), step["interconnect_gb_s"])
+    out["sequence_step_s"] = np.full(n, physics.SEQUENCE_STEP_S)
     out["fixed_step_s"] = physics.fixed_step_s(layers) + physics.pipeline_stage_s(layers, pp)
     out["itl_physics_s"] = np.full(n, np.nan)
     for col in ("weights_step_s", "kv_step_per_sequence_s", "compute_step_per_sequence_s",
-                "comm_step_per_sequence_s", "fixed_step_s", "itl_physics_s"):
+                "comm_step_per_sequence_s", "sequence_step_s", "fixed_step_s", "itl_physics_s"):
         # an attention-free LLM reads no KV cache; one GPU all-reduces nothing
         out[f"log_{col}"] = np.log(np.maximum(out[col], 1e-9))
     out["running_cap"] = _running_cap(out, step, _fill(prompt, 0) + answer / 2)
@@ -357,7 +360,7 @@ def _concurrency_features(cols: _Columns, concurrency: np.ndarray, step: dict) -
                                                                  step["expert_bytes"]),
                              step["bandwidth_gb_s"])
     per_sequence = cols.num("kv_step_per_sequence_s") + cols.num("compute_step_per_sequence_s") \
-        + cols.num("comm_step_per_sequence_s")
+        + cols.num("comm_step_per_sequence_s") + cols.num("sequence_step_s")
     itl = weights + b * per_sequence + cols.num("fixed_step_s")
     return {"weights_step_s": weights, "itl_physics_s": itl, "log_weights_step_s": np.log(np.maximum(weights, 1e-9)),
             "log_itl_physics_s": np.log(np.maximum(itl, 1e-9)), "log_batch": np.log(b),
@@ -453,7 +456,8 @@ def _shape_ratio(cols: _Columns, shape: dict[str, np.ndarray]) -> np.ndarray:
     prefill = prompt * (linear + physics.attention_flops_per_token(layers, heads, head_dim, prompt / 2)) / answer
     fixed = physics.fixed_step_s(layers) + physics.pipeline_stage_s(layers, pp)
     common = dict(prefill_flops_per_token=prefill, fixed_s=fixed, tensor_parallel=tp, bandwidth_gb_s=bandwidth,
-                  tflops=tflops, interconnect_gb_s=step["interconnect_gb_s"])
+                  tflops=tflops, interconnect_gb_s=step["interconnect_gb_s"],
+                  sequence_s=physics.SEQUENCE_STEP_S)
     without = physics.replica_step_s(
         b, weights_read(b), attention, kv, physics.kv_shards(tp, kv_heads, latent, False), decode,
         comm_bytes_per_token=physics.replica_comm_bytes_per_token(layers, hidden, tp), **common)
@@ -657,6 +661,6 @@ WORKLOAD_CONTEXT = (  # independent of concurrency
 WORKLOAD_POWER = FeatureSet("workload", numeric=("log_batch", "concurrency_duty", "busy_fraction", *WORKLOAD_CONTEXT),
                             monotone=("log_batch", "concurrency_duty", "busy_fraction"))
 WORKLOAD_ITL = FeatureSet("workload", numeric=("log_batch", "log_weights_step_s", "log_itl_physics_s",
-                                              *WORKLOAD_CONTEXT),
+                                              "log_sequence_step_s", *WORKLOAD_CONTEXT),
                           monotone=("log_batch", "log_weights_step_s", "log_itl_physics_s"))
 FEATURE_SETS["workload"] = {"power": WORKLOAD_POWER, "itl": WORKLOAD_ITL}

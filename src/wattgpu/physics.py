@@ -155,16 +155,26 @@ def experts_touched_fraction(concurrency, experts_per_token, num_experts):
 # ------------------------------------------------------------------------------------------------- one decode step
 # A decode step of b sequences, each getting one token, takes about (features._workload_features builds the terms)
 #
-#     ITL(b) = T_weights(b) + b x (T_kv + T_compute + T_comm) + T_fixed
+#     ITL(b) = T_weights(b) + b x (T_kv + T_compute + T_comm + T_seq) + T_fixed
 #
 # T_weights: weights_read_per_step_bytes / the tensor-parallel GPUs' memory bandwidth (read_s); T_kv: one sequence's
 # KV cache read; T_compute: flops_per_generated_token at the tensor-parallel GPUs' peak (compute_time_s); T_comm:
-# tensor_parallel_bytes_per_token over the interconnect (interconnect_s); T_fixed: fixed_step_s. Left out, stated:
+# tensor_parallel_bytes_per_token over the interconnect (interconnect_s); T_seq: SEQUENCE_STEP_S, what each running
+# sequence costs a step beyond its bytes and FLOPs; T_fixed: fixed_step_s. Left out, stated:
 # the per-all-reduce latency under tensor parallelism (NCCL's model of it changes between releases and vLLM's custom
 # all-reduce bypasses it: the fixed term's learned weight, which depends on the tensor-parallel degree, carries it)
 # and the hand-off of one token's activations between pipeline stages (hidden x 2 bytes per stage: negligible).
 
 FIXED_STEP_S_PER_LAYER = 1e-5  # a scale for per-layer kernel launches and scheduling (the models learn the factor)
+# T_seq: what each running sequence costs a decode step beyond its bytes and FLOPs: the engine's per-sequence
+# bookkeeping (scheduling, block tables, sampling, detokenising: CPU work that grows with the batch, not with the
+# context or the model's size) and the attention kernels' per-sequence minimum. Its size is on no spec sheet; tens of
+# microseconds per sequence is its order in vLLM's Python scheduler and sampler, taken as the scale, whose factor the
+# step-time model learns per engine and release (modeling.steptime). Without it the fit charged this cost to the KV
+# read, and ITL at hundreds of short sequences (Watt Counts' offline runs) inflated the KV term of every long-context
+# request. Scaled by the layers instead, it made an 80-layer model's overhead 2.5 x a 32-layer one's; with the same
+# step-time weight inputs that scored worse with a lab, a GPU or a (GPU, LLM) pair held out (stop 30's closing note).
+SEQUENCE_STEP_S = 3.2e-5
 # Megatron-LM tensor parallelism (Shoeybi et al. 2019, arXiv:1909.08053, section 3, figure 3): each transformer layer
 # splits its attention and its MLP over the GPUs and sums their partial outputs with one all-reduce each.
 ALLREDUCES_PER_LAYER = 2
@@ -339,7 +349,7 @@ def step_power_tdp_share(idle_share, memory_share, compute_share, busy, memory_u
 #          + b x KV / (s BW)                          KV cache read once (the v tokens attend to the same cache)
 #          + b x (v F_decode + a F_prefill) / (t P)   compute: each verified token, and the prompt's share per emitted
 #          + b x v x C / (I / 2)                      communication over the GPU-to-GPU link I (interconnect_s)
-#          + T_fixed + d x T_draft                    launches; the draft model's passes (d draft tokens)
+#          + b x T_seq + T_fixed + d x T_draft        per-sequence overhead, launches; the draft model's passes
 #
 # W(n): weights_read_per_step_bytes at n tokens (a MoE step's tokens touch more experts when each sequence verifies
 # v of them); A: attention_weight_bytes; s: kv_shards; C: replica_comm_bytes_per_token; T_draft: draft_pass_s.
@@ -438,19 +448,19 @@ def draft_pass_s(draft_layers, layer_read_bytes, head_params_b, layer_flops_per_
 def replica_step_s(batch, weights_read_bytes, attention_bytes, kv_bytes_per_sequence, shards, decode_flops,
                    prefill_flops_per_token, comm_bytes_per_token, fixed_s, tensor_parallel, bandwidth_gb_s, tflops,
                    interconnect_gb_s, dp_attention=False, verify_tokens=1.0, accept_length=1.0, draft_tokens=0.0,
-                   draft_s=0.0):
+                   draft_s=0.0, sequence_s=0.0):
     """One decode step of `batch` sequences (b) on a replica's t tensor-parallel GPUs, each at `bandwidth_gb_s` and
     `tflops` (the formula above this section's functions):
 
         (W + A (t - 1) [DP]) / (t BW) + b KV / (s BW) + b (v F_decode + a F_prefill) / (t P) + b v C / (I / 2)
-        + T_fixed + d T_draft
+        + b T_seq + T_fixed + d T_draft
 
     (under DP attention the KV term's b / s is at least 1: a GPU holds whole sequences)
 
     W: `weights_read_bytes` (at b x v tokens); A: `attention_bytes` (read whole on every GPU under DP attention
     instead of a t-th); KV: one sequence's KV bytes read per step; s: `shards`; F_decode: FLOPs of one verified
     token (linear + attention); F_prefill: the prompt's FLOPs per emitted token; C: `comm_bytes_per_token`;
-    I: `interconnect_gb_s`; d: `draft_tokens`, each taking `draft_s`."""
+    I: `interconnect_gb_s`; d: `draft_tokens`, each taking `draft_s`; T_seq: `sequence_s` (SEQUENCE_STEP_S)."""
     t = np.asarray(tensor_parallel, dtype=float)
     dp = np.asarray(dp_attention, dtype=bool)
     b, v, a = (np.asarray(x, dtype=float) for x in (batch, verify_tokens, accept_length))
@@ -460,7 +470,7 @@ def replica_step_s(batch, weights_read_bytes, attention_bytes, kv_bytes_per_sequ
     kv = read_s(held * kv_bytes_per_sequence, bandwidth_gb_s * shards)
     compute = compute_time_s(b * (v * decode_flops + a * prefill_flops_per_token), tflops * t)
     comm = interconnect_s(b * v * comm_bytes_per_token, interconnect_gb_s)
-    return weights + kv + compute + comm + fixed_s + draft_tokens * draft_s
+    return weights + kv + compute + comm + b * sequence_s + fixed_s + draft_tokens * draft_s
 
 
 def replica_itl_ratio(step_with_s, step_without_s, accept_length=1.0):

@@ -175,7 +175,8 @@ def _step(f: pd.DataFrame) -> float:
     flops = linear + attention(1100) + 1000 * (linear + attention(500)) / 200
     compute = b * flops / (8 * 2250e12)
     comm = b * physics.tensor_parallel_bytes_per_token(61, 7168, 8) / 900e9
-    return weights + kv + compute + comm + 61e-5
+    overhead = b * 32e-6  # each running sequence's overhead, 32 us (physics.SEQUENCE_STEP_S)
+    return weights + kv + compute + comm + overhead + 61e-5
 
 
 def test_speculative_itl_is_the_step_ratio_over_the_accept_length():
@@ -195,7 +196,7 @@ def test_speculative_itl_is_the_step_ratio_over_the_accept_length():
     comm = physics.tensor_parallel_bytes_per_token(61, 7168, 8) / 900e9
 
     def step(v, a):
-        return read(b * v) + kv + b * (v * decode + a * prefill) / (8 * 2250e12) + b * v * comm + 61e-5
+        return read(b * v) + kv + b * (v * decode + a * prefill) / (8 * 2250e12) + b * v * comm + b * 32e-6 + 61e-5
 
     without = step(1, 1)
     assert without == pytest.approx(_step(f.iloc[[4]]))

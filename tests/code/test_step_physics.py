@@ -23,6 +23,7 @@ GPUS = load_gpu_catalog(paths.resolve(paths.GPU_CATALOG, root=ROOT))
 H100_SXM = "NVIDIA H100 80GB HBM3"  # spec sheet: 989.5 dense FP16 TFLOPS, 3352 GB/s, NVLink 900 GB/s (both ways)
 MIXTRAL = "mistralai/Mixtral-8x7B-v0.1"
 LLAMA_70B = "meta-llama/Meta-Llama-3.1-70B-Instruct"
+LLAMA_1B = "meta-llama/Llama-3.2-1B-Instruct"
 
 
 def spec(key: str):
@@ -123,7 +124,9 @@ def test_tensor_parallel_all_reduces_take_their_bytes_over_the_interconnect():
     assert GPUS.get(H100_SXM).interconnect_bandwidth_gb_s == 900.0
     assert f["log_comm_step_per_sequence_s"] == pytest.approx(np.log(sent / 450e9), rel=1e-12)
     b = 16.0
-    per_sequence = f["kv_step_per_sequence_s"] + f["compute_step_per_sequence_s"] + f["comm_step_per_sequence_s"]
+    per_sequence = f["kv_step_per_sequence_s"] + f["compute_step_per_sequence_s"] + f["comm_step_per_sequence_s"] \
+        + 32e-6  # each running sequence's overhead, 32 us (physics.SEQUENCE_STEP_S)
+    assert f["sequence_step_s"] == pytest.approx(32e-6, rel=1e-12)
     assert f["itl_physics_s"] == pytest.approx(f["weights_step_s"] + b * per_sequence + f["fixed_step_s"], rel=1e-12)
     assert featured(LLAMA_70B, n_gpus=1)["comm_step_per_sequence_s"] == 0.0  # one GPU all-reduces nothing
     assert featured(LLAMA_70B, n_gpus=8, pp=8)["comm_step_per_sequence_s"] == 0.0  # pipeline only: TP 1
@@ -135,6 +138,22 @@ def test_a_gpu_without_an_interconnect_figure_is_read_as_pcie_gen4_x16():
     f = featured(LLAMA_70B, n_gpus=2, interconnect_bandwidth_gb_s=np.nan)
     assert physics.PCIE_GEN4_X16_GB_S == 64.0
     assert f["comm_step_per_sequence_s"] == pytest.approx(sent / 32e9, rel=1e-12)
+
+
+def test_each_running_sequence_costs_its_overhead_whatever_the_context():
+    # 32 us per running sequence per step, the same for Llama-3.1-70B on 8 GPUs at a 100-token and a 100,000-token
+    # prompt and for a 1B model on one GPU (the engine's bookkeeping, not bytes); the step-time model fits it as a
+    # term of its own, per sequence
+    short, long_ = (featured(LLAMA_70B, n_gpus=8, concurrency=64.0, prompt=p) for p in (100, 100_000))
+    small = featured(LLAMA_1B, concurrency=64.0, prompt=100)
+    assert short["sequence_step_s"] == long_["sequence_step_s"] == small["sequence_step_s"] == pytest.approx(32e-6)
+    assert long_["kv_step_per_sequence_s"] > 100 * short["kv_step_per_sequence_s"]
+    assert dict(zip(steptime.TERMS, steptime.PER_SEQUENCE))["log_sequence_step_s"] is True
+    at_1, at_64 = (featured(LLAMA_70B, n_gpus=8, concurrency=c, prompt=100) for c in (1.0, 64.0))
+    grown = at_64["itl_physics_s"] - at_1["itl_physics_s"]
+    assert grown == pytest.approx(at_64["weights_step_s"] - at_1["weights_step_s"] + 63 * (
+        at_1["kv_step_per_sequence_s"] + at_1["compute_step_per_sequence_s"] + at_1["comm_step_per_sequence_s"]
+        + 32e-6), rel=1e-9)
 
 
 def test_the_comm_term_is_in_the_physics_not_a_fitted_term():
