@@ -27,9 +27,10 @@ from wattgpu.evaluation import baselines
 from wattgpu.evaluation.runner import prepare_rows, target_rows
 from wattgpu.io import read_table
 from wattgpu.modeling.algorithms import make_estimator
-from wattgpu.modeling.predictor import as_served, served_predictions, solve_concurrency
+from wattgpu.modeling.predictor import served_predictions
+from wattgpu.stages.search import physics_itl_as_served
 
-GROUP = {"loso": "lab", "logo": "gpu", "lopo": "pair"}
+GROUP = {"loso": "lab", "logo": "gpu"}  # lopo: the LOPO folds' (GPU, LLM) pairs (held_out)
 COLUMN = {"power": "power_w_per_gpu", "itl": "itl_s"}
 
 
@@ -61,16 +62,10 @@ def held_out(rows: pd.DataFrame, regime: str, root) -> list[tuple[str, np.ndarra
     return out
 
 
-def physics_itl(rows: pd.DataFrame) -> np.ndarray:
-    """The unfitted decode-step physics, asked as served (stages.search's `itl_physics` baseline)."""
-    served, _ = solve_concurrency(as_served(rows), lambda r: r["itl_physics_s"].to_numpy(dtype=float))
-    return served["itl_physics_s"].to_numpy(dtype=float)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", default="power", choices=sorted(COLUMN))
-    parser.add_argument("--regimes", nargs="+", default=["loso", "logo"], choices=sorted(GROUP))
+    parser.add_argument("--regimes", nargs="+", default=["loso", "logo"], choices=[*sorted(GROUP), "lopo"])
     parser.add_argument("--candidates", nargs="+", default=None,
                         help="power: workload steppower lightgbm (default); ITL: workload")
     args = parser.parse_args()
@@ -105,7 +100,7 @@ def main() -> None:
         if args.target == "power":
             pred["baseline: 0.9 x TDP"] = baselines.tdp90(target)
         else:
-            pred["baseline: decode-step physics"] = physics_itl(target)
+            pred["baseline: decode-step physics"] = physics_itl_as_served(target)
         for name, p in pred.items():
             cells = {s: mdape(y[at], p[at]) if (at := tested & (target["source"] == s).to_numpy()).any() else np.nan
                      for s in sorted(target["source"].unique())}
