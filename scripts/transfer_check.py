@@ -34,9 +34,9 @@ GROUP = {"loso": "lab", "logo": "gpu"}  # lopo: the LOPO folds' (GPU, LLM) pairs
 COLUMN = {"power": "power_w_per_gpu", "itl": "itl_s"}
 
 
-def first_trial(params, algorithm: str) -> tuple[str, dict]:
+def first_trial(params, algorithm: str, trial: int = 0) -> tuple[str, dict]:
     space = params.search.algorithms[algorithm]
-    hp = dict(space.first_trials[0])
+    hp = dict(space.first_trials[min(trial, len(space.first_trials) - 1)])
     return hp.pop("feature_set", space.feature_sets[0]), hp
 
 
@@ -68,6 +68,8 @@ def main() -> None:
     parser.add_argument("--regimes", nargs="+", default=["loso", "logo"], choices=[*sorted(GROUP), "lopo"])
     parser.add_argument("--candidates", nargs="+", default=None,
                         help="power: workload steppower lightgbm (default); ITL: workload")
+    parser.add_argument("--trial", type=int, default=0,
+                        help="which of each candidate's first_trials in params.yaml (its last where it has fewer)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)
     root = paths.project_root()
@@ -91,7 +93,7 @@ def main() -> None:
             for c in candidates:
                 model = itl
                 if args.target == "power":
-                    feature_set, hp = first_trial(params, c)
+                    feature_set, hp = first_trial(params, c, args.trial)
                     model = make_estimator(c, "power", feature_set, hp, seed=seed,
                                            load_rho=params.evaluate.load_rho).fit(target[train])
                 models = {"itl": itl, args.target: model}

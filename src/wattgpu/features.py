@@ -22,11 +22,11 @@ from wattgpu.workload import (
     OFFLINE_RATE,
     PRECISION_BYTES,
     SPECULATIVE,
+    default_max_num_seqs,
     engine_generation,
     measured_engine,
     spec_defaults,
     version_number,
-    vllm_default_max_num_seqs,
 )
 
 PAPER_KV_TOKENS = 512 + 128  # the paper's KV-cache size: one 512-token prompt + 128 generated tokens
@@ -331,7 +331,7 @@ def _running_cap(cols: _Columns, step: dict, mean_context) -> np.ndarray:
     cache at the mean context a running sequence holds (prompt + half the answer: a paged cache grows with the
     answer) fits beside the weights, and for vLLM's V1 engine (0.9 on: what a user runs today; workload.
     vllm_default_max_num_seqs, the rule ingest applies to offline runs) its default max_num_seqs. Older releases and
-    other engines: the KV fit only (ML.ENERGY's vLLM 0.4.2 runs hold more than V0's 256 default: raised by the lab)."""
+    other engines: the KV fit only (ML.ENERGY's vLLM 0.5.4 runs hold more than V0's 256 default: raised by the lab)."""
     weights = physics.weights_gb(step["total"], step["weight_bytes"], step["expert_params"], step["expert_bytes"])
     gpus, memory = step["tp"] * step["pp"], cols.num("gpu_memory_gb")
     fit = physics.kv_fit_sequences(memory, gpus, weights, _kv_bytes_per_sequence(cols, mean_context, step["kv_bytes"]))
@@ -342,11 +342,13 @@ def _running_cap(cols: _Columns, step: dict, mean_context) -> np.ndarray:
     version = cols.frame["engine_version"].fillna("").astype(str).to_numpy() if "engine_version" in cols \
         else np.full(n, "")
     gpu = cols.frame["gpu"].astype(str).to_numpy() if "gpu" in cols else np.full(n, "")
-    cap = np.full(n, np.inf)
-    for i, (e, v) in enumerate(zip(engine, version)):
-        family, release = measured_engine(e, v)
-        if family == "vllm" and engine_generation(family, release) >= 1:  # the V1 engine
-            cap[i] = vllm_default_max_num_seqs(float(memory[i]), gpu[i], release)
+    if n == 0:
+        return fit
+    codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([engine, version]))
+    measured = [measured_engine(e, v) for e, v in pairs]
+    v1 = np.array([f == "vllm" and engine_generation(f, r) >= 1 for f, r in measured], dtype=bool)[codes]
+    release = np.array([r for _, r in measured], dtype=object)[codes]
+    cap = np.where(v1, default_max_num_seqs(memory, gpu, release) if v1.any() else np.inf, np.inf)
     return np.minimum(fit, cap)
 
 

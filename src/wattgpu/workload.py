@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from wattgpu import physics
 
@@ -198,6 +199,19 @@ def vllm_default_max_num_seqs(memory_gb: float, gpu_name: str, engine_version: s
     return 1024 if big and version_number(engine_version) >= version_number("0.9") else OFFLINE_MAX_NUM_SEQS
 
 
+def default_max_num_seqs(memory_gb, gpu_names, engine_versions) -> np.ndarray:
+    """vllm_default_max_num_seqs per element (the shape of `memory_gb`), computed once per distinct (memory, GPU,
+    release): a batch of thousands of rows has a handful."""
+    if np.size(memory_gb) == 0:
+        return np.zeros(np.shape(memory_gb))
+    keys = pd.DataFrame({"m": np.ravel(np.asarray(memory_gb, dtype=float)),
+                         "g": pd.Series(np.ravel(gpu_names)).astype(str).to_numpy(),
+                         "v": pd.Series(np.ravel(engine_versions)).fillna("").astype(str).to_numpy()})
+    codes, unique = pd.factorize(pd.MultiIndex.from_frame(keys))
+    caps = np.array([vllm_default_max_num_seqs(float(m), g, v) for m, g, v in unique], dtype=float)
+    return caps[codes].reshape(np.shape(memory_gb))
+
+
 def nearest_load(rate: float) -> str:
     """The measured server load nearer to `rate` on a log scale (the models know the two loads as labels)."""
     low, high = SERVER_RATES["server_low"], SERVER_RATES["server_high"]
@@ -320,8 +334,6 @@ def offline_concurrency(memory_gb, n_gpus, weights_gb, kv_bytes_per_sequence, gp
     requests submitted, or the sequences whose KV cache (`kv_bytes_per_sequence`: prompt + answer) fits beside the
     weights in vLLM's share of the memory (physics.kv_fit_sequences), whichever is fewest. Elementwise over arrays;
     derived, so labelled so wherever it is stored."""
-    cap = np.array([vllm_default_max_num_seqs(float(m), str(g), str(v))
-                    for m, g, v in zip(np.ravel(memory_gb), np.ravel(gpu_names), np.ravel(engine_versions))],
-                   dtype=float).reshape(np.shape(memory_gb))
+    cap = default_max_num_seqs(memory_gb, gpu_names, engine_versions)
     fit = physics.kv_fit_sequences(memory_gb, n_gpus, weights_gb, kv_bytes_per_sequence)
     return np.minimum(np.minimum(cap, requests), fit)

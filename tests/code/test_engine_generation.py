@@ -54,7 +54,7 @@ def test_a_release_between_two_labs_is_answered_as_its_generation_not_interpolat
     rows, gpus, llms = table
     assert {0.0, 1.0} <= set(rows.loc[rows["engine"] == "vllm", "engine_generation"])  # both generations measured
     predictor = _predictor(rows, gpus, llms)
-    # 0.11 lies between ML.ENERGY's 0.4.2 (V0) and Watt Counts' 0.14.1 (V1): it is a V1 engine, answered as one
+    # 0.11 lies between ML.ENERGY's 0.5.4 (V0) and Watt Counts' 0.14.1 (V1): it is a V1 engine, answered as one
     assert _power(predictor, "0.11") == pytest.approx(_power(predictor, "0.14.1"), rel=1e-12)
     assert _power(predictor, "0.20") == pytest.approx(_power(predictor, "0.14.1"), rel=1e-12)
     assert _power(predictor, "0.6.1") == pytest.approx(_power(predictor, "0.4.2"), rel=1e-12)

@@ -237,7 +237,7 @@ def test_a_step_runs_only_the_sequences_whose_kv_cache_fits_at_their_mean_contex
 def test_vllms_v1_engine_admits_its_default_max_num_seqs():
     """Short requests on 8 x B200: the KV cache holds thousands, but vLLM's V1 engine (0.11 here) runs at most its
     default max_num_seqs, 1,024 on a GPU of at least 70 GiB (EngineArgs.get_batch_defaults); its V0 engine (0.6)
-    keeps no such cap in the features (a lab may raise it: ML.ENERGY's 0.4.2 runs decode more than 256)."""
+    keeps no such cap in the features (a lab may raise it: ML.ENERGY's 0.5.4 runs decode more than 256)."""
     short = {"n_gpus": 8, "prompt": 500.0, "output": 100.0}
     assert featured(LLAMA_70B, B200, concurrency=3000.0, **short)["running_sequences"] == 1024.0
     assert featured(LLAMA_70B, B200, concurrency=3000.0, engine_version="0.6.1", **short)["running_sequences"] == 3000.0

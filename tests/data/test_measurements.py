@@ -107,4 +107,4 @@ def test_every_row_states_its_workload_and_throughput_ties_to_itl(built):
     assert ratio[~exact].between(0.6, 1.3).all() and ratio[~exact].median() == pytest.approx(1, abs=0.05)
     # the engine versions the sources' repositories state
     versions = table.groupby("source")["engine_version"].agg(set)
-    assert versions["wattcounts_processed"] == {"0.14.1"} and versions["mlenergy_v2"] == {"0.4.2"}
+    assert versions["wattcounts_processed"] == {"0.14.1"} and versions["mlenergy_v2"] == {"0.5.4"}

@@ -16,7 +16,7 @@ from wattgpu.features import engineer, replica_shape_ratio, with_concurrency
 from wattgpu.modeling import coverage, intervals
 from wattgpu.request import RequestError, Validated, validate, validate_batch
 from wattgpu.sources.schema import MEASURED_CONCURRENCY
-from wattgpu.workload import vllm_default_max_num_seqs
+from wattgpu.workload import default_max_num_seqs
 
 OUTPUT_COLUMNS = ("power_w", "itl_s", "itl_ms", "tokens_per_s", "system_tokens_per_s", "energy_per_token_j",
                   "concurrency", "overloaded")
@@ -34,8 +34,8 @@ def _demand(rows: pd.DataFrame) -> np.ndarray:
 def _cap(rows: pd.DataFrame) -> np.ndarray:
     """The most requests a Poisson load keeps decoding per row: the engine's cap (vLLM's default max_num_seqs) and
     the sequences the KV cache holds (features' `running_cap`, where featured); arrivals beyond are `overloaded`."""
-    cap = np.array([vllm_default_max_num_seqs(m, g, v) for m, g, v in
-                    zip(rows["gpu_memory_gb"], rows["gpu"], rows["engine_version"])], dtype=float)
+    cap = default_max_num_seqs(rows["gpu_memory_gb"].to_numpy(dtype=float), rows["gpu"].to_numpy(),
+                               rows["engine_version"].to_numpy())
     return np.minimum(cap, rows["running_cap"].to_numpy(dtype=float)) if "running_cap" in rows else cap
 
 

@@ -6,7 +6,7 @@ takes, the step's bytes and FLOPs say how much work it does, and power follows f
 physics.step_power_tdp_share holds the formula. u_mem and u_flops (physics.step_utilisation) are the step's bytes
 and FLOPs at peak (features: the weights and b KV caches read, b tokens computed) over the step time the model's own
 step-time model predicts (modeling.steptime, the `workload` ITL model fitted on the same rows), so a faster engine
-at the same work draws more watts, and a slow one fewer, as ML.ENERGY's vLLM 0.4.2 runs do at 0.4 x TDP. `busy` is 1
+at the same work draws more watts, and a slow one fewer, as ML.ENERGY's vLLM 0.5.4 runs do at 0.4 x TDP. `busy` is 1
 for a closed batch and 1 - e^-C under Poisson arrivals (physics.busy_fraction). idle and m depend on the GPU's spec
 sheet (z, standardised, ridge-shrunk to one value for every GPU, which is what a lab without Poisson loads can
 teach); f is shared. A LightGBM correction on the power features, when asked for, learns what the physics leaves;

@@ -39,7 +39,12 @@ LAYOUT_SUFFIX = re.compile(r"-pp\d+$")
 # WattGPU model catalog all say bfloat16), so bf16; the byte width, which is what the features use, is 2
 # either way.
 V2_PRECISION = "bf16"
-V2_ENGINE_VERSION = "0.4.2"  # the dataset README; the leaderboard's own image is mlenergy/vllm:v0.4.2-openai
+# The runs' vLLM release: 0.5.4. The benchmark's queue files at the data's commit run every model with
+# `--server-images mlenergy/vllm:v0.5.4-openai` (benchmark/llm_text_generation/{chat,code}/pegasus/*/queue_*.yaml,
+# github.com/ml-energy/leaderboard-v2 at c3af7f3), and the runs include Llama 3.1 and Mistral-Large-2407, whose
+# configs vLLM loads from 0.5.3 on (the `llama3` RoPE scaling), so not 0.4.2, which the chat README's `docker pull`
+# line and our dataset README name.
+V2_ENGINE_VERSION = "0.5.4"
 
 LEGACY_FILE = re.compile(r"(?P<gpu>[^_]+)_(?P<task>.+)_benchmark\.csv")
 LEGACY_NUMERIC = ["throughput", "response_length", "latency", "energy"]
