@@ -97,7 +97,7 @@ def test_predict_text_output_names_units_and_model_versions(env):
 def test_predict_cache_gives_the_same_answer(env):
     args = ("predict", "--gpu", "H200", "--llm", LLAMA, "--scenario", "server_high", "--json")
     first, second = run(*args), run(*args)
-    assert list((env / "cache").glob("predictions-*.json"))
+    assert list((env / "cache").glob("predictions-*.sqlite"))
     assert json.loads(first.stdout)["prediction"] == json.loads(second.stdout)["prediction"]
     fresh = json.loads(run(*args, "--no-cache").stdout)["prediction"]
     assert fresh["power_w"] == pytest.approx(json.loads(first.stdout)["prediction"]["power_w"])

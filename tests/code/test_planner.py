@@ -305,3 +305,37 @@ def test_the_code_digest_is_kept_on_disk_only_while_no_module_file_changes(tmp_p
     finally:
         os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))
         cache._code_digest.cache_clear()
+
+
+def test_the_prediction_cache_answers_a_hit_from_its_own_rows_without_the_models(tmp_path, monkeypatch):
+    """A cached request is answered from its row of the SQLite file (not the whole cache, and no model is loaded);
+    only the newest CACHE_MAX_ENTRIES are kept; the JSON files of the layout before are removed."""
+    from wattgpu.modeling import store
+    from wattgpu.planning import cache
+
+    monkeypatch.setenv("WATTGPU_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "models"  # FIXTURE: a model folder's files only feed the fingerprint here
+    for t in store.TARGET_DIRS:
+        (folder / t).mkdir(parents=True)
+        (folder / t / "meta.json").write_text(f'{{"target": "{t}"}}')
+    (tmp_path / "cache").mkdir()
+    legacy = tmp_path / "cache" / "predictions-0123456789abcdef0123.json"
+    legacy.write_text("{}")
+    requests = [{"gpu": g, "llm": "x", "scenario": "offline"} for g in ("a", "b", "c")]
+    keys = [cache._key(r) for r in requests]
+    monkeypatch.setattr(cache, "CACHE_MAX_ENTRIES", 2)
+    writer = cache.PredictionCache(folder)
+    writer.entries = {k: {"power_w": float(i), "itl_ms": float("nan")} for i, k in enumerate(keys)}
+    writer._save(keys)
+    assert not legacy.exists()
+
+    def no_models(*_):
+        raise AssertionError("a cache hit loaded the models")
+
+    monkeypatch.setattr(store, "load_predictor", no_models)
+    reader = cache.PredictionCache(folder)
+    [hit] = reader.predict([requests[2]], rows=None)
+    assert hit["power_w"] == 2.0 and math.isnan(hit["itl_ms"])
+    assert list(reader.entries) == [keys[2]]  # it read its own row only
+    assert reader.missing(requests) == [requests[0]]  # the oldest of three went: two are kept
+    assert cache.PredictionCache(folder, enabled=False).missing(requests) == requests
