@@ -74,17 +74,14 @@ def test_a_faster_step_at_the_same_work_draws_more_watts(fitted, monkeypatch):
     asked = _ask(fitted, "physics", requests)
     before = asked["power_w"].to_numpy()
     slow_itl = model.itl_.predict
-    # the step's bytes and FLOPs at the spec sheet's peak, over the step time before the change
-    b = asked["running_sequences"].to_numpy()
-    memory_s = asked["weights_step_s"].to_numpy() + b * asked["kv_step_per_sequence_s"].to_numpy()
-    compute_s = b * asked["compute_step_per_sequence_s"].to_numpy()
-    step_s = slow_itl(asked)
+    # the shares of peak bandwidth and FLOP/s the step uses before the change (the model's own accounting)
+    u_mem, u_flops, _, _ = model._inputs(asked)
     monkeypatch.setattr(model.itl_, "predict", lambda rows: 0.7 * slow_itl(rows))  # the same work, 30 % sooner
     after = _ask(fitted, "physics", requests)
     tdp = after["gpu_tdp_w"].to_numpy()
     at_limit = before * 1.01 >= tdp  # within 1 % of the limit: the clip at TDP leaves no room to rise by 1 %
     # a step 30 % sooner that would move its bytes or FLOPs faster than the peak cannot: its utilisation stays at 1
-    at_peak = (memory_s / (0.7 * step_s) >= 1.0) | (compute_s / (0.7 * step_s) >= 1.0)
+    at_peak = (u_mem / 0.7 >= 1.0) | (u_flops / 0.7 >= 1.0)
     free = ~at_limit & ~at_peak
     assert free.sum() >= len(requests) // 2  # most requests leave room to draw more
     assert (after["power_w"].to_numpy()[free] > before[free] * 1.01).all()
