@@ -43,7 +43,7 @@ COUNTED = [
     ("deepseek-ai--DeepSeek-V4-Pro", "deepseek-v4 compressed sparse attention + hyper-connections"),
     ("deepseek-ai--DeepSeek-V4-Flash", "deepseek-v4 compressed sparse attention + hyper-connections"),
     ("moonshotai--Kimi-K2-Instruct", "kimi"), ("moonshotai--Kimi-K2.5", "kimi multimodal"),
-    ("zai-org--GLM-4.5-Air", "glm4 moe"), ("zai-org--GLM-5", "glm mla + indexer"),
+    ("zai-org--GLM-4.5", "glm4 moe + mtp"), ("zai-org--GLM-4.5-Air", "glm4 moe"), ("zai-org--GLM-5", "glm mla + indexer"),
     ("openai--gpt-oss-120b", "gpt-oss"), ("openai--gpt-oss-20b", "gpt-oss"),
     ("meta-llama--Llama-4-Scout-17B-16E-Instruct", "llama4"), ("meta-llama--Llama-4-Maverick-17B-128E-Instruct", "llama4"),
     ("meta-llama--Meta-Llama-3.1-8B", "llama3"), ("meta-llama--Meta-Llama-3.1-405B-Instruct", "llama3"),
@@ -59,7 +59,7 @@ COUNTED = [
 # Publishers that leave embeddings out of their active count (the rules keep them, as in the total).
 ACTIVE_LEAVES_OUT = {
     "openai/gpt-oss-120b": "input", "openai/gpt-oss-20b": "input",  # gpt-oss model card: no input embedding
-    "zai-org/GLM-4.5-Air": "both", "zai-org/GLM-5": "both",  # GLM: embedding and output layer left out
+    "zai-org/GLM-4.5": "both", "zai-org/GLM-4.5-Air": "both", "zai-org/GLM-5": "both",  # GLM: embedding and output layer left out
     # DeepSeek-V4: "49B" / "13B activated" fit without the input embedding (48.9 / 13.3; with it 49.8 / 13.8)
     "deepseek-ai/DeepSeek-V4-Pro": "input", "deepseek-ai/DeepSeek-V4-Flash": "input",
 }

@@ -20,3 +20,18 @@ def test_outside_names_the_input_and_the_bound_and_skips_unknown_or_missing():
     assert coverage.outside(row, ranges) == ["TDP (W) 1000 > 700 measured", "output tokens 2 < 5 measured"]
     assert coverage.outside(row, ranges, coverage.GPU_COLUMNS) == ["TDP (W) 1000 > 700 measured"]
     assert coverage.outside({"gpu_tdp_w": 300.0}, ranges) == []
+
+
+def test_an_architecture_no_measured_gpu_has_extrapolates_inside_the_spec_ranges():
+    """FIXTURE rows: the architectures measured are recorded by name, every model's set is intersected, and a GPU of
+    another architecture is flagged (mask and note) although its TDP lies inside the range; blank is not judged."""
+    rows = pd.DataFrame({"gpu_tdp_w": [300.0, 700.0, 400.0],
+                         "gpu_architecture": ["Volta", "Hopper", " "]})
+    ranges = coverage.training_ranges(rows)
+    assert ranges["gpu_architecture"] == ["Hopper", "Volta"]
+    assert coverage.narrowest([ranges, {"gpu_architecture": ["Ampere", "Hopper"]}])["gpu_architecture"] == ["Hopper"]
+    asked = pd.DataFrame({"gpu_tdp_w": [500.0, 500.0, 500.0], "gpu_architecture": ["Blackwell", "Hopper", None]})
+    assert coverage.outside_mask(asked, ranges).tolist() == [True, False, False]
+    assert coverage.outside({"gpu_tdp_w": 500.0, "gpu_architecture": "Blackwell"}, ranges, coverage.GPU_COLUMNS) == [
+        "GPU architecture Blackwell: none measured (Hopper, Volta)"]
+    assert coverage.outside({"gpu_tdp_w": 500.0, "gpu_architecture": "Hopper"}, ranges) == []

@@ -16,7 +16,7 @@ from wattgpu.config import AlgorithmSpace, Regime
 from wattgpu.evaluation.runner import prepare_rows, target_rows
 from wattgpu.io import read_table
 from wattgpu.modeling.algorithms import make_estimator
-from wattgpu.modeling.predictor import Predictor, as_served, served_predictions
+from wattgpu.modeling.predictor import Predictor, as_served, served_predictions, solve_concurrency
 from wattgpu.search.nested import Settings, StudyTask, nested_plan, run_task
 from wattgpu.sources.schema import MEASURED_CONCURRENCY
 
@@ -95,3 +95,19 @@ def test_the_nested_search_scores_poisson_rows_through_the_served_path(table, tm
     # where a step holds one sequence either way; apart at the loads that queue)
     at_measured = np.asarray(fitted.predict(test[poisson]), dtype=float)
     assert np.max(np.abs(outcome.y_pred[poisson] / at_measured - 1)) > 1e-3
+
+
+def test_an_overloaded_poisson_load_stops_at_the_engines_own_cap(table):
+    """FIXTURE requests at 1,000 req/s (more than any replica decodes) with a constant ITL: the requests in flight stop
+    at the features' running cap, vLLM V1's default max_num_seqs on an 80 GB H100 (1024), and the KV cache's fit for
+    an engine whose default is not known (TensorRT-LLM), not at vLLM V0's 256 borrowed for every engine."""
+    _, gpus, llms = table
+    predictor = Predictor({}, gpus, llms, offline_batch=256)
+    asked = [{"gpu": "H100 SXM", "llm": "meta-llama/Llama-3.1-8B-Instruct", "scenario": "server",
+              "request_rate_per_s": 1000.0, "prompt_tokens": 128, "output_tokens": 128, "engine": engine,
+              "engine_version": version} for engine, version in (("vllm", "0.14.1"), ("tensorrt-llm", "0.12.0"))]
+    rows = predictor.features(predictor.validate(asked))
+    solved, _ = solve_concurrency(rows, lambda f: np.full(len(f), 0.05))
+    assert solved["concurrency"].iloc[0] == 1024
+    fit = rows["running_cap"].iloc[1]
+    assert fit > 1024 and solved["concurrency"].iloc[1] == pytest.approx(fit)

@@ -3,7 +3,11 @@
 The register stage records, per model, the range of each input a planner varies (`training_ranges`, in the model
 folder's meta.json). A prediction whose GPU spec, LLM size or workload falls outside that range is an
 extrapolation: still answered, but flagged (`outside`); the measured data cover a handful of GPUs, dense LLMs of
-limited size, two Poisson request rates and short prompts. A replica shape no source measured (expert parallel, DP
+limited size, two Poisson request rates and short prompts. Besides the ranges, the GPU architectures measured are
+recorded (`gpu_architecture`): a GPU of an architecture no measured GPU has (Blackwell, CDNA 4, ...) extrapolates
+even where its spec sheet lies inside the ranges, and its band is calibrated on the errors of held-out GPUs whose
+architecture was unseen in their fold (modeling.intervals): the held-out GPUs that missed most under LOGO (V100,
+T4, the AMD GPUs) were each the only one of its architecture. A replica shape no source measured (expert parallel, DP
 attention, speculative decoding) is flagged too (`shape_note`): answered from the physics.
 """
 
@@ -44,7 +48,9 @@ COLUMNS = {
     "engine_version_num": "engine version",
     "weight_bytes_per_param": "bytes per weight",
     "kv_bytes_per_value": "bytes per KV-cache value",
+    "gpu_architecture": "GPU architecture",
 }
+ARCHITECTURE = "gpu_architecture"  # the one categorical entry: the sorted names measured, not a [min, max] range
 GPU_COLUMNS = tuple(c for c in COLUMNS if c.startswith("gpu_"))
 
 
@@ -57,12 +63,22 @@ def _per_engine(col: str) -> tuple[str, str | None]:
     return (base, engine) if base == VERSION and engine else (col, None)
 
 
-def training_ranges(rows: pd.DataFrame) -> dict[str, list[float]]:
+def _architectures(values) -> list[str]:
+    """The distinct architecture names given (blank and missing left out), sorted."""
+    names = pd.Series(values, dtype=object).dropna().astype(str).str.strip()
+    return sorted(set(names[names != ""]))
+
+
+def training_ranges(rows: pd.DataFrame) -> dict[str, list]:
     """[min, max] of every COLUMNS column the rows have (finite values only); the engine version per engine
-    (`engine_version_num:<engine>`): releases of different engines do not compare."""
+    (`engine_version_num:<engine>`): releases of different engines do not compare; `gpu_architecture`: the
+    architectures measured (names)."""
     out = {}
     for col in COLUMNS:
-        if col == VERSION and "engine" in rows and col in rows:
+        if col == ARCHITECTURE:
+            if col in rows and len(names := _architectures(rows[col])):
+                out[col] = names
+        elif col == VERSION and "engine" in rows and col in rows:
             v = pd.to_numeric(rows[col], errors="coerce")
             for engine, r in v.groupby(rows["engine"].astype(str)):
                 r = r.to_numpy(dtype=float)
@@ -77,11 +93,15 @@ def training_ranges(rows: pd.DataFrame) -> dict[str, list[float]]:
     return out
 
 
-def narrowest(ranges: Iterable[Mapping[str, list[float]]]) -> dict[str, list[float]]:
-    """Per column, the range every model saw (the largest low, the smallest high)."""
-    out: dict[str, list[float]] = {}
+def narrowest(ranges: Iterable[Mapping[str, list]]) -> dict[str, list]:
+    """Per column, the range every model saw (the largest low, the smallest high; the architectures all saw)."""
+    out: dict[str, list] = {}
     for r in ranges:
-        for col, (lo, hi) in r.items():
+        for col, value in r.items():
+            if col == ARCHITECTURE:
+                out[col] = sorted(set(value) & set(out.get(col, value)))
+                continue
+            lo, hi = value
             a, b = out.get(col, [-math.inf, math.inf])
             out[col] = [max(a, lo), min(b, hi)]
     return out
@@ -135,7 +155,7 @@ def shape_notes(rows: pd.DataFrame, ratio) -> dict[int, str]:
     return {int(i): shape_note(r, float(ratio[i])) for i, r in zip(at, records)}
 
 
-def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list[float]],
+def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list],
                  columns: Iterable[str] = tuple(COLUMNS)) -> np.ndarray:
     """Per row, whether any column's value lies outside its range (`outside`, for a frame; NaN is inside), or, where
     the engine version is among `columns`, its engine is one no source measured (engine_note)."""
@@ -145,7 +165,13 @@ def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list[float]],
         mask |= rows["engine"].astype(str).isin(list(ENGINE_PROXIES)).to_numpy()
     if "n_gpus" in columns and ranges:  # a replica shape no source measured
         mask |= shaped_mask(rows)
-    for key, (lo, hi) in ranges.items():
+    if ARCHITECTURE in columns and ARCHITECTURE in ranges and ARCHITECTURE in rows:
+        names = rows[ARCHITECTURE].fillna("").astype(str).str.strip()
+        mask |= (names != "").to_numpy() & ~names.isin(ranges[ARCHITECTURE]).to_numpy()
+    for key, value in ranges.items():
+        if key == ARCHITECTURE:
+            continue
+        lo, hi = value
         col, engine = _per_engine(key)
         if col not in columns or col not in rows or (engine and "engine" not in rows):
             continue
@@ -156,7 +182,7 @@ def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list[float]],
     return mask
 
 
-def outside(row: Mapping[str, float], ranges: Mapping[str, list[float]],
+def outside(row: Mapping[str, float], ranges: Mapping[str, list],
             columns: Iterable[str] = tuple(COLUMNS)) -> list[str]:
     """One phrase per column whose value lies outside its training range, e.g. 'TDP (W) 1000 > 700 measured'."""
     notes = []
@@ -165,7 +191,13 @@ def outside(row: Mapping[str, float], ranges: Mapping[str, list[float]],
         notes.append(note)
     if "n_gpus" in columns and (note := shape_note(row)):
         notes.append(note)
-    for key, (lo, hi) in ranges.items():
+    arch = str(row.get(ARCHITECTURE) or "").strip()
+    if ARCHITECTURE in columns and arch and ARCHITECTURE in ranges and arch not in ranges[ARCHITECTURE]:
+        notes.append(f"{COLUMNS[ARCHITECTURE]} {arch}: none measured ({', '.join(ranges[ARCHITECTURE])})")
+    for key, value in ranges.items():
+        if key == ARCHITECTURE:
+            continue
+        lo, hi = value
         col, engine = _per_engine(key)
         if col not in columns or col not in row or (engine and measured_engine(str(row.get("engine")), "")[0] != engine):
             continue

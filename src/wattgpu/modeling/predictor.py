@@ -32,11 +32,15 @@ def _demand(rows: pd.DataFrame) -> np.ndarray:
 
 
 def _cap(rows: pd.DataFrame) -> np.ndarray:
-    """The most requests a Poisson load keeps decoding per row: the engine's cap (vLLM's default max_num_seqs) and
-    the sequences the KV cache holds (features' `running_cap`, where featured); arrivals beyond are `overloaded`."""
-    cap = default_max_num_seqs(rows["gpu_memory_gb"].to_numpy(dtype=float), rows["gpu"].to_numpy(),
-                               rows["engine_version"].to_numpy())
-    return np.minimum(cap, rows["running_cap"].to_numpy(dtype=float)) if "running_cap" in rows else cap
+    """The most requests a Poisson load keeps decoding per row: features' `running_cap` (the sequences the KV cache
+    holds and, for vLLM's V1 engine, its default max_num_seqs; no engine cap is assumed for engines whose default is
+    not known). Where that is unbounded (unfeatured rows, weights that leave no room) vLLM's default max_num_seqs
+    bounds it. Arrivals beyond are `overloaded`."""
+    cap = rows["running_cap"].to_numpy(dtype=float) if "running_cap" in rows else np.full(len(rows), np.inf)
+    if np.isfinite(cap).all():
+        return cap
+    return np.where(np.isfinite(cap), cap, default_max_num_seqs(rows["gpu_memory_gb"].to_numpy(dtype=float),
+                                                                 rows["gpu"].to_numpy(), rows["engine_version"].to_numpy()))
 
 
 def shaped_itl(model) -> callable:
@@ -88,7 +92,7 @@ class Predictor:
     versions: dict[str, str] = field(default_factory=dict)
     idle_power_w: Mapping[str, float] = field(default_factory=dict)
     calibration: dict[str, intervals.Calibration] = field(default_factory=dict)  # target -> conformal scores
-    training_ranges: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # target -> its rows' ranges
+    training_ranges: dict[str, dict[str, list]] = field(default_factory=dict)  # target -> its rows' ranges
     _widths: dict[tuple[str, float], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def validate(self, requests) -> pd.DataFrame:

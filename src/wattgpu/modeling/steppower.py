@@ -31,9 +31,20 @@ from wattgpu.modeling.estimator import as_measured_release, measured_releases
 from wattgpu.modeling.steptime import ConvergenceWarning, Memo
 from wattgpu.modeling.targets import POWER
 
-# the GPU's spec sheet, on which idle and the memory-bound share depend
-SPEC_INPUTS = ("log_tdp_w", "log_memory_bandwidth_gb_s", "log_fp16_tensor_tflops", "log_memory_gb", "is_gddr",
-               "gpu_release_year")
+# What idle and the memory-bound share depend on, from the GPU's spec sheet: the power limit's inverse (idle watts
+# of the form a + b x TDP, a floor the board draws whatever its size: fans, regulators, memory refresh; L4 and T4
+# idle near 0.45 x TDP, H200 near 0.17) and GDDR memory (the L40S idles a third above HBM parts of its TDP). Two
+# inputs, not six: with a handful of GPUs per lab a linear share in six standardised specs interpolated the training
+# GPUs and missed a held-out GPU's idle by a quarter (Poisson loads at 0.017 req/s are nearly idle); with these two,
+# first-trial steppower went 17.1 -> 13.7 % with a GPU held out and 22.8 -> 22.4 % with a lab held out
+# (`python scripts/transfer_check.py --target power --candidates steppower`).
+SPEC_INPUTS = ("tdp_inverse_per_kw", "is_gddr")
+
+
+def spec_sheet(rows: pd.DataFrame) -> np.ndarray:
+    """SPEC_INPUTS per row: 1000 W / TDP and the GDDR flag (features' `is_gddr`)."""
+    return np.column_stack([1000.0 / pd.to_numeric(rows["gpu_tdp_w"], errors="coerce").to_numpy(dtype=float),
+                            pd.to_numeric(rows["is_gddr"], errors="coerce").to_numpy(dtype=float)])
 START = (0.2, 0.5, 0.5)  # idle, memory-bound and compute-bound shares of TDP the fit starts from
 SOFT_L1_SCALE = 0.1  # relative error beyond which a row counts linearly (robust to a lab's odd readings)
 TOLERANCE = 1e-10  # the fit runs to convergence (cost, parameters and gradient), from the fixed START
@@ -90,7 +101,7 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
         u_mem, u_flops = physics.step_utilisation(memory_s, compute_s, step_s)
         busy = physics.busy_fraction(rows["concurrency"].to_numpy(dtype=float),
                                      rows["request_rate_per_s"].notna().to_numpy())
-        return np.nan_to_num(u_mem), np.nan_to_num(u_flops), busy, rows[list(SPEC_INPUTS)].to_numpy(dtype=float)
+        return np.nan_to_num(u_mem), np.nan_to_num(u_flops), busy, spec_sheet(rows)
 
     def _shares(self, theta: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         k = z.shape[1]
@@ -108,7 +119,7 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
         share = POWER.encode(rows, y)
         self.measured_releases_ = measured_releases(rows)
         self.itl_ = self._fit_itl(rows)
-        raw = rows[list(SPEC_INPUTS)].to_numpy(dtype=float)
+        raw = spec_sheet(rows)
         self.mean_ = np.nanmean(raw, axis=0)
         self.scale_ = np.nanstd(raw, axis=0)
         self.scale_[~(self.scale_ > 0)] = 1.0
@@ -146,7 +157,7 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
     def _specs(self, rows: pd.DataFrame) -> np.ndarray:
         """The standardised spec sheet of requests, within 3 standard deviations of the training GPUs' (the spec
         dependence does not extrapolate far)."""
-        z = rows[list(SPEC_INPUTS)].to_numpy(dtype=float)
+        z = spec_sheet(rows)
         return np.clip(np.nan_to_num((z - self.mean_) / self.scale_), -3.0, 3.0)
 
     def idle_share(self, rows: pd.DataFrame) -> np.ndarray:
