@@ -45,6 +45,8 @@ def spec_sheet(rows: pd.DataFrame) -> np.ndarray:
     """SPEC_INPUTS per row: 1000 W / TDP and the GDDR flag (features' `is_gddr`)."""
     return np.column_stack([1000.0 / pd.to_numeric(rows["gpu_tdp_w"], errors="coerce").to_numpy(dtype=float),
                             pd.to_numeric(rows["is_gddr"], errors="coerce").to_numpy(dtype=float)])
+
+
 START = (0.2, 0.5, 0.5)  # idle, memory-bound and compute-bound shares of TDP the fit starts from
 SOFT_L1_SCALE = 0.1  # relative error beyond which a row counts linearly (robust to a lab's odd readings)
 TOLERANCE = 1e-10  # the fit runs to convergence (cost, parameters and gradient), from the fixed START
