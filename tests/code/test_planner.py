@@ -339,3 +339,48 @@ def test_the_prediction_cache_answers_a_hit_from_its_own_rows_without_the_models
     assert list(reader.entries) == [keys[2]]  # it read its own row only
     assert reader.missing(requests) == [requests[0]]  # the oldest of three went: two are kept
     assert cache.PredictionCache(folder, enabled=False).missing(requests) == requests
+
+
+def test_old_prediction_files_and_code_memos_are_pruned_to_the_newest_few(tmp_path, monkeypatch):
+    """Each retrained model set writes a new predictions file and each code change a new digest memo: writing one
+    keeps the CACHE_MAX_FILES (CODE_MEMOS_KEPT) newest by modification time, the one just written among them, and
+    leaves other files alone. FIXTURE files stand in for older model sets."""
+    import os
+
+    from wattgpu.modeling import store
+    from wattgpu.planning import cache
+
+    folder_cache = tmp_path / "cache"
+    folder_cache.mkdir()
+    monkeypatch.setenv("WATTGPU_CACHE", str(folder_cache))
+    old = []
+    for i in range(6):  # six older files of each kind, oldest first
+        for name in (f"predictions-{i:020d}.sqlite", f"code-{i:020d}.txt"):
+            f = folder_cache / name
+            f.write_text("0" * 64)
+            os.utime(f, ns=(10**18 + i * 10**9, 10**18 + i * 10**9))
+            old.append(f)
+    other = folder_cache / "notes.txt"
+    other.write_text("kept")
+
+    cache._code_digest.cache_clear()
+    try:
+        cache._code_digest()  # no memo under today's stamp: computed and written
+    finally:
+        cache._code_digest.cache_clear()
+    memos = sorted(folder_cache.glob("code-*.txt"), key=lambda f: f.stat().st_mtime_ns)
+    assert len(memos) == cache.CODE_MEMOS_KEPT
+    assert memos[:-1] == [folder_cache / f"code-{i:020d}.txt" for i in range(7 - cache.CODE_MEMOS_KEPT, 6)]
+
+    models = tmp_path / "models"  # FIXTURE: a model folder's files only feed the fingerprint here
+    for t in store.TARGET_DIRS:
+        (models / t).mkdir(parents=True)
+        (models / t / "meta.json").write_text(f'{{"target": "{t}"}}')
+    writer = cache.PredictionCache(models)
+    key = cache._key({"gpu": "a", "llm": "x", "scenario": "offline"})
+    writer.entries = {key: {"power_w": 1.0}}
+    writer._save([key])
+    kept = sorted(folder_cache.glob("predictions-*.sqlite"), key=lambda f: f.stat().st_mtime_ns)
+    assert len(kept) == cache.CACHE_MAX_FILES and kept[-1] == writer.path
+    assert kept[:-1] == [folder_cache / f"predictions-{i:020d}.sqlite" for i in range(7 - cache.CACHE_MAX_FILES, 6)]
+    assert other.read_text() == "kept"

@@ -24,6 +24,10 @@ from wattgpu import codehash
 from wattgpu.modeling.store import TARGET_DIRS
 
 CACHE_MAX_ENTRIES = 50_000  # the newest written are kept
+# Files kept per kind, the newest written: each retrained model set (or code change) starts a new predictions file and
+# a new code-digest memo, and the old ones would otherwise pile up in the user's cache folder for good.
+CACHE_MAX_FILES = 4  # predictions-<fingerprint>.sqlite: a few model sets side by side (projects sharing the folder)
+CODE_MEMOS_KEPT = 4  # code-<stamp>.txt
 SQL_VARIABLES = 500  # keys per SELECT (SQLite's bound-parameter limit is 999 on old builds)
 # The model folder loader and the estimators it unpickles: their code (and what it imports) shapes a prediction.
 PREDICTION_CODE = ("wattgpu.modeling.store", "wattgpu.modeling.algorithms", "wattgpu.modeling.replica")
@@ -34,6 +38,19 @@ def _cache_dir() -> Path:
     if env:
         return Path(env)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wattgpu"
+
+
+def _prune(folder: Path, pattern: str, keep: int) -> None:
+    """Remove all but the `keep` newest files (by modification time) matching `pattern` in `folder`; a file another
+    process removed meanwhile is skipped."""
+    def mtime(f: Path) -> int:
+        try:
+            return f.stat().st_mtime_ns
+        except OSError:
+            return -1
+
+    for f in sorted(folder.glob(pattern), key=mtime, reverse=True)[keep:]:
+        f.unlink(missing_ok=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -54,6 +71,7 @@ def _code_digest() -> str:
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
         memo.write_text(digest)
+        _prune(memo.parent, "code-*.txt", CODE_MEMOS_KEPT)
     except OSError:  # a read-only home: no memo, same digest
         pass
     return digest
@@ -141,7 +159,7 @@ class PredictionCache:
 
     def _save(self, keys: list[str]) -> None:
         """Write the predictions of `keys` (one transaction: a concurrent reader sees all of them or none) and keep
-        the newest CACHE_MAX_ENTRIES."""
+        the newest CACHE_MAX_ENTRIES, and the CACHE_MAX_FILES newest prediction files."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with _connect(self.path, read_only=False) as db:
@@ -152,5 +170,6 @@ class PredictionCache:
                            (CACHE_MAX_ENTRIES,))
             for legacy in self.path.parent.glob("predictions-*.json"):  # the JSON layout before: never read again
                 legacy.unlink(missing_ok=True)
+            _prune(self.path.parent, "predictions-*.sqlite", CACHE_MAX_FILES)
         except (OSError, sqlite3.Error):
             pass  # a read-only home: no cache, same answers
