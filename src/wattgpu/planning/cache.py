@@ -127,8 +127,9 @@ class PredictionCache:
 
     def missing(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The requests not cached yet, each once."""
-        self._read([_key(r) for r in requests])
-        return list({_key(r): r for r in requests if _key(r) not in self.entries}.values())
+        keyed = {_key(r): r for r in requests}
+        self._read(list(keyed))
+        return [r for k, r in keyed.items() if k not in self.entries]
 
     def predict(self, requests: list[dict[str, Any]], rows: pd.DataFrame, extra: list[dict[str, Any]] = (),
                 progress: Callable[[int], None] | None = None, chunk: int = 1024) -> list[dict[str, Any]]:
@@ -142,7 +143,8 @@ class PredictionCache:
             from wattgpu.modeling.store import load_predictor
 
             predictor = load_predictor(self.folder / "power", self.folder / "itl")
-            others = [r for r in self.missing(list(extra)) if _key(r) not in set(keys)]
+            asked = set(keys)
+            others = [r for r in self.missing(list(extra)) if _key(r) not in asked]
             todo_rows = rows.iloc[todo].reset_index(drop=True)
             if others:
                 todo_rows = pd.concat([todo_rows, predictor.validate(others)], ignore_index=True)
