@@ -348,7 +348,9 @@ def _running_cap(cols: _Columns, step: dict, mean_context) -> np.ndarray:
     measured = [measured_engine(e, v) for e, v in pairs]
     v1 = np.array([f == "vllm" and engine_generation(f, r) >= 1 for f, r in measured], dtype=bool)[codes]
     release = np.array([r for _, r in measured], dtype=object)[codes]
-    cap = np.where(v1, default_max_num_seqs(memory, gpu, release) if v1.any() else np.inf, np.inf)
+    cap = np.full(n, np.inf)
+    if v1.any():
+        cap[v1] = default_max_num_seqs(memory[v1], gpu[v1], release[v1])
     return np.minimum(fit, cap)
 
 

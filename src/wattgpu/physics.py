@@ -314,6 +314,14 @@ def busy_fraction(concurrency, poisson):
     return np.where(np.asarray(poisson, dtype=bool), 1.0 - np.exp(-c), 1.0)
 
 
+def memory_step_s(weights_step_s, running, kv_step_per_sequence_s):
+    """The time a decode step's bytes take at the GPU's peak memory bandwidth: the weights it reads once and each of
+    its `running` sequences' KV cache (an attention-free LLM's NaN KV term reads nothing). No step is faster: the
+    floor of an ITL (modeling.targets.Target.limits) and the memory-bound work of a step (step power)."""
+    kv = np.nan_to_num(np.asarray(kv_step_per_sequence_s, dtype=float))
+    return np.asarray(weights_step_s, dtype=float) + np.asarray(running, dtype=float) * kv
+
+
 def step_utilisation(memory_s, compute_s, step_s):
     """How hard a decode step drives the GPU: (share of peak memory bandwidth, share of peak FLOP/s) over a step
     that takes `step_s`, from the time its bytes (`memory_s`) and FLOPs (`compute_s`) would take at peak. Each at

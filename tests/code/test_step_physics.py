@@ -252,3 +252,27 @@ def test_throughput_counts_the_running_sequences_not_the_waiting_ones():
     out = derived_outputs(rows, np.array([700.0, 300.0]), np.array([0.05, 0.05]))
     np.testing.assert_allclose(out["system_tokens_per_s"], [568.0, 10.0])
     np.testing.assert_allclose(out["energy_per_token_j"], [700.0 * 8 / 568.0, 30.0])
+
+
+# ---------------------------------------------- (h) no prediction or band outside what the GPU can physically do
+
+
+def test_no_itl_is_faster_than_the_steps_bytes_and_no_power_above_tdp():
+    """Llama-3.1-70B (70.55 B weights at 2 bytes; 327,680 KV bytes per token, see above) on 8 x B200 (8,000 GB/s,
+    1,000 W each), 64 streams of 1,000-token prompts and 200-token answers: a step reads the weights once and 64
+    caches of 1,100 tokens on average, split over the 8 GPUs, so no ITL is below (141.1 GB + 64 x 1,100 x 327,680 B)
+    / (8 x 8,000 GB/s) = 2.17 ms; a GPU's mean power is at most its TDP. A model's answer outside is clipped to it,
+    and so is either end of a band; answers inside pass unchanged."""
+    from wattgpu.modeling import intervals
+    from wattgpu.modeling.targets import TARGETS
+
+    floor = (70.552388 * 2e9 + 64 * 1_100 * 327_680) / (8 * 8_000e9)
+    row = featured(LLAMA_70B, B200, n_gpus=8, concurrency=64.0, prompt=1_000.0, output=200.0).to_frame().T
+    itl, power = TARGETS["itl"], TARGETS["power"]
+    assert itl.limits(row)[0][0] == pytest.approx(floor, rel=1e-6)
+    np.testing.assert_allclose(itl.decode(row, np.log([floor / 3, floor * 3])), [floor, floor * 3], rtol=1e-9)
+    np.testing.assert_allclose(power.decode(row, [1.4, 0.6]), [1_000.0, 600.0])
+    lo, hi = intervals.band(np.array([floor * 1.2]), np.array([np.log(2.0)]), itl.limits(row))
+    np.testing.assert_allclose([lo[0], hi[0]], [floor, floor * 2.4], rtol=1e-9)
+    lo, hi = intervals.band(np.array([800.0]), np.array([np.log(1.5)]), power.limits(row))
+    np.testing.assert_allclose([lo[0], hi[0]], [800.0 / 1.5, 1_000.0])

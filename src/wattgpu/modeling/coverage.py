@@ -14,7 +14,7 @@ attention, speculative decoding) is flagged too (`shape_note`): answered from th
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -155,6 +155,14 @@ def shape_notes(rows: pd.DataFrame, ratio) -> dict[int, str]:
     return {int(i): shape_note(r, float(ratio[i])) for i, r in zip(at, records)}
 
 
+def _numeric(ranges: Mapping[str, list]) -> Iterator[tuple[str, str | None, float, float]]:
+    """(column, engine or None, low, high) per numeric range of `ranges` (the architecture names are not one)."""
+    for key, value in ranges.items():
+        if key != ARCHITECTURE:
+            lo, hi = value
+            yield (*_per_engine(key), lo, hi)
+
+
 def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list],
                  columns: Iterable[str] = tuple(COLUMNS)) -> np.ndarray:
     """Per row, whether any column's value lies outside its range (`outside`, for a frame; NaN is inside), or, where
@@ -168,11 +176,7 @@ def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list],
     if ARCHITECTURE in columns and ARCHITECTURE in ranges and ARCHITECTURE in rows:
         names = rows[ARCHITECTURE].fillna("").astype(str).str.strip()
         mask |= (names != "").to_numpy() & ~names.isin(ranges[ARCHITECTURE]).to_numpy()
-    for key, value in ranges.items():
-        if key == ARCHITECTURE:
-            continue
-        lo, hi = value
-        col, engine = _per_engine(key)
+    for col, engine, lo, hi in _numeric(ranges):
         if col not in columns or col not in rows or (engine and "engine" not in rows):
             continue
         v = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
@@ -194,11 +198,7 @@ def outside(row: Mapping[str, float], ranges: Mapping[str, list],
     arch = str(row.get(ARCHITECTURE) or "").strip()
     if ARCHITECTURE in columns and arch and ARCHITECTURE in ranges and arch not in ranges[ARCHITECTURE]:
         notes.append(f"{COLUMNS[ARCHITECTURE]} {arch}: none measured ({', '.join(ranges[ARCHITECTURE])})")
-    for key, value in ranges.items():
-        if key == ARCHITECTURE:
-            continue
-        lo, hi = value
-        col, engine = _per_engine(key)
+    for col, engine, lo, hi in _numeric(ranges):
         if col not in columns or col not in row or (engine and measured_engine(str(row.get("engine")), "")[0] != engine):
             continue
         try:

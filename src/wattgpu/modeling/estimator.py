@@ -87,7 +87,7 @@ class TargetRegressor(RegressorMixin, BaseEstimator):
         self.regressor = regressor
         self.scale = scale
 
-    def fit(self, rows: pd.DataFrame, y=None) -> "TargetRegressor":
+    def fit(self, rows: pd.DataFrame, y=None) -> TargetRegressor:
         y = rows[self.target.column] if y is None else y
         z = self.target.encode(rows, y)
         self.measured_releases_ = measured_releases(rows)
@@ -99,11 +99,34 @@ class TargetRegressor(RegressorMixin, BaseEstimator):
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
         check_is_fitted(self, "pipeline_")
-        frame = self._frame(as_measured_release(rows, getattr(self, "measured_releases_", {})))
+        asked = as_measured_release(rows, getattr(self, "measured_releases_", {}))
+        fill = self._imputed()
         # fit validated the parameters and the imputers handle NaN: a request need not pay for the checks again
         with config_context(assume_finite=True, skip_parameter_validation=True):
-            z = self.pipeline_.predict(frame)
+            if fill is None:
+                z = self.pipeline_.predict(self._frame(asked))
+            else:  # numeric inputs, mean-imputed only: the preprocessor's own transform, without its frames
+                x = self._numeric(asked)  # column-major, as ColumnTransformer hands it on: the same sums, bit for bit
+                z = self.pipeline_.named_steps["model"].predict(np.asfortranarray(np.where(np.isnan(x), fill, x)))
         return self.target.decode(rows, z)
+
+    def _imputed(self) -> np.ndarray | None:
+        """The means the preprocessor fills missing inputs with, where imputing is all it does (numeric features, not
+        scaled: ColumnTransformer's output is then the inputs with NaN filled); None otherwise."""
+        prep = self.pipeline_.named_steps["prep"]
+        steps = prep.named_transformers_["num"].named_steps
+        if self.features.categorical or list(steps) != ["impute"] or prep.remainder != "drop":
+            return None
+        return steps["impute"].statistics_
+
+    def _numeric(self, rows: pd.DataFrame) -> np.ndarray:
+        """The numeric feature columns as one float matrix (anything unparseable NaN), as `_frame` builds them."""
+        out = np.empty((len(rows), len(self.features.numeric)), order="F")
+        for j, col in enumerate(self.features.numeric):
+            values = rows[col]
+            out[:, j] = values.to_numpy(dtype=float) if isinstance(values.dtype, np.dtype) and \
+                values.dtype.kind in "fiub" else pd.to_numeric(values, errors="coerce").astype(float).to_numpy()
+        return out
 
     def _frame(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The feature columns, numeric ones as float (anything unparseable NaN), categorical ones as text; built in

@@ -209,15 +209,23 @@ def half_widths(cal: Calibration, group: np.ndarray, extrap: np.ndarray, level: 
     return out
 
 
-def bounds(cal: Calibration, y_pred, group, extrap, level: float,
-           novel: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) in natural units; NaN where the model abstains."""
-    y_pred = np.asarray(y_pred, dtype=float)
-    q = half_widths(cal, group, extrap, level, novel)
+def band(y_pred, q, limits: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) = y_pred x exp(-/+ q), within `limits` (the target's physical range per row, targets.Target.limits:
+    no band reaches above a GPU's TDP or below the time its weights take to read); NaN where q is infinite (the
+    model abstains)."""
+    y_pred, q = np.asarray(y_pred, dtype=float), np.asarray(q, dtype=float)
     finite = np.isfinite(q)
-    lo = np.where(finite, y_pred * np.exp(-np.where(finite, q, 0)), np.nan)
-    hi = np.where(finite, y_pred * np.exp(np.where(finite, q, 0)), np.nan)
+    lo, hi = (np.where(finite, y_pred * np.exp(sign * np.where(finite, q, 0)), np.nan) for sign in (-1, 1))
+    if limits is not None:
+        low, high = limits
+        lo, hi = np.clip(lo, low, high), np.clip(hi, low, high)
     return lo, hi
+
+
+def bounds(cal: Calibration, y_pred, group, extrap, level: float, novel: np.ndarray | None = None,
+           limits: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) in natural units within `limits` (band); NaN where the model abstains."""
+    return band(y_pred, half_widths(cal, group, extrap, level, novel), limits)
 
 
 def coverage_summary(y_true, lo, hi, y_pred) -> dict[str, float]:

@@ -14,6 +14,7 @@ import pandas as pd
 from wattgpu import physics
 from wattgpu.features import engineer, replica_shape_ratio, with_concurrency
 from wattgpu.modeling import coverage, intervals
+from wattgpu.modeling.targets import TARGETS
 from wattgpu.request import RequestError, Validated, validate, validate_batch
 from wattgpu.sources.schema import MEASURED_CONCURRENCY
 from wattgpu.workload import default_max_num_seqs
@@ -169,11 +170,14 @@ class Predictor:
                 novel = intervals.novel_family(rows, cal.families) if cal.families else np.zeros(n, dtype=bool)
                 family = intervals.accelerator_family(rows)
                 y = point[column].to_numpy(float)
+                low, high = TARGETS[target].limits(rows)
+                if target == "itl":  # the replica's shape scales the step the floor bounds (speculation: below it)
+                    low = low * ratio
                 for lv in np.unique(level):
                     at = level == lv
                     q = self._half_widths(target, float(lv))[group[at] * 2 + extrap[at]]
                     q = np.where(novel[at], np.inf, q)  # an accelerator family never measured: abstain
-                    lo[at], hi[at] = (np.where(np.isfinite(q), y[at] * np.exp(sign * q), np.nan) for sign in (-1, 1))
+                    lo[at], hi[at] = intervals.band(y[at], q, (low[at], high[at]))
                 for i in np.flatnonzero(extrap & ~novel):
                     notes[i].append(f"{target} wider: extrapolating")
                 for i in np.flatnonzero(~np.isfinite(lo) & np.isfinite(point[column].to_numpy(float))):

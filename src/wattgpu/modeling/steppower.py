@@ -31,18 +31,15 @@ from wattgpu.modeling.estimator import as_measured_release, measured_releases
 from wattgpu.modeling.steptime import ConvergenceWarning, Memo
 from wattgpu.modeling.targets import POWER
 
-# What idle and the memory-bound share depend on, from the GPU's spec sheet: the power limit's inverse (idle watts
-# of the form a + b x TDP, a floor the board draws whatever its size: fans, regulators, memory refresh; L4 and T4
-# idle near 0.45 x TDP, H200 near 0.17) and GDDR memory (the L40S idles a third above HBM parts of its TDP). Two
-# inputs, not six: with a handful of GPUs per lab a linear share in six standardised specs interpolated the training
-# GPUs and missed a held-out GPU's idle by a quarter (Poisson loads at 0.017 req/s are nearly idle); with these two,
-# first-trial steppower went 17.1 -> 13.7 % with a GPU held out and 22.8 -> 22.4 % with a lab held out
-# (`python scripts/transfer_check.py --target power --candidates steppower`).
-SPEC_INPUTS = ("tdp_inverse_per_kw", "is_gddr")
-
 
 def spec_sheet(rows: pd.DataFrame) -> np.ndarray:
-    """SPEC_INPUTS per row: 1000 W / TDP and the GDDR flag (features' `is_gddr`)."""
+    """What idle and the memory-bound share depend on, per row, from the GPU's spec sheet: the power limit's inverse,
+    1000 W / TDP (idle watts of the form a + b x TDP, a floor the board draws whatever its size: fans, regulators,
+    memory refresh; L4 and T4 idle near 0.45 x TDP, H200 near 0.17), and GDDR memory (features' `is_gddr`: the L40S
+    idles a third above HBM parts of its TDP). Two inputs, not six: with a handful of GPUs per lab a linear share in
+    six standardised specs interpolated the training GPUs and missed a held-out GPU's idle by a quarter (Poisson loads
+    at 0.017 req/s are nearly idle); with these two, first-trial steppower went 17.1 -> 13.7 % with a GPU held out and
+    22.8 -> 22.4 % with a lab held out (`python scripts/transfer_check.py --target power --candidates steppower`)."""
     return np.column_stack([1000.0 / pd.to_numeric(rows["gpu_tdp_w"], errors="coerce").to_numpy(dtype=float),
                             pd.to_numeric(rows["is_gddr"], errors="coerce").to_numpy(dtype=float)])
 
@@ -96,7 +93,7 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
         """(u_mem, u_flops, busy, the raw spec sheet) at the step time the step-time model predicts; `fit`
         standardises the specs with the training GPUs' mean and scale, `_specs` does so for requests (clipped)."""
         b = rows["running_sequences"].to_numpy(dtype=float)  # the sequences each step decodes (features)
-        memory_s = rows["weights_step_s"].to_numpy(dtype=float) + b * rows["kv_step_per_sequence_s"].to_numpy(float)
+        memory_s = physics.memory_step_s(rows["weights_step_s"], b, rows["kv_step_per_sequence_s"])
         compute_s = b * rows["compute_step_per_sequence_s"].to_numpy(dtype=float)
         with np.errstate(over="ignore", invalid="ignore"):
             step_s = np.asarray(self.itl_.predict(rows), dtype=float)

@@ -327,7 +327,8 @@ def outer_bounds(task: StudyTask, plan: OuterPlan, objective: Objective, feature
     extrap = intervals.extrapolating(test, coverage.training_ranges(train))
     novel = intervals.novel_family(test, set(intervals.accelerator_family(train)))  # unseen family: abstain
     group = intervals.workload_group(test)
-    return {level: intervals.bounds(cal, y_pred, group, extrap, level, novel) for level in intervals.LEVELS}
+    limits = TARGETS[task.target].limits(test)
+    return {level: intervals.bounds(cal, y_pred, group, extrap, level, novel, limits) for level in intervals.LEVELS}
 
 
 def assert_inner_inside(plan: OuterPlan) -> None:
