@@ -211,8 +211,8 @@ def half_widths(cal: Calibration, group: np.ndarray, extrap: np.ndarray, level: 
 
 def band(y_pred, q, limits: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) = y_pred x exp(-/+ q), within `limits` (the target's physical range per row, targets.Target.limits:
-    no band reaches above a GPU's TDP or below the time its weights take to read); NaN where q is infinite (the
-    model abstains)."""
+    no band reaches above a GPU's TDP or below the time the decode step's weights and KV caches take to read); NaN
+    where q is infinite (the model abstains)."""
     y_pred, q = np.asarray(y_pred, dtype=float), np.asarray(q, dtype=float)
     finite = np.isfinite(q)
     lo, hi = (np.where(finite, y_pred * np.exp(sign * np.where(finite, q, 0)), np.nan) for sign in (-1, 1))
