@@ -261,7 +261,7 @@ def test_no_itl_is_faster_than_the_steps_bytes_and_no_power_above_tdp():
     """Llama-3.1-70B (70.55 B weights at 2 bytes; 327,680 KV bytes per token, see above) on 8 x B200 (8,000 GB/s,
     1,000 W each), 64 streams of 1,000-token prompts and 200-token answers: a step reads the weights once and 64
     caches of 1,100 tokens on average, split over the 8 GPUs, so no ITL is below (141.1 GB + 64 x 1,100 x 327,680 B)
-    / (8 x 8,000 GB/s) = 2.17 ms; a GPU's mean power is at most its TDP. A model's answer outside is clipped to it,
+    / (8 x 8,000 GB/s) = 2.57 ms; a GPU's mean power is at most its TDP. A model's answer outside is clipped to it,
     and so is either end of a band; answers inside pass unchanged."""
     from wattgpu.modeling import intervals
     from wattgpu.modeling.targets import TARGETS
