@@ -17,14 +17,10 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import paths
-from wattgpu.catalogs.gpus import load_gpu_catalog
-from wattgpu.catalogs.llms import load_llm_catalog
-from wattgpu.config import load_params
 from wattgpu.evaluation.leaderboard import SELECTION
-from wattgpu.evaluation.runner import prepare_rows
-from wattgpu.io import read_table
 from wattgpu.modeling.targets import TARGETS
 from wattgpu.sources.schema import KEY, MEASURED_CONCURRENCY
+from wattgpu.stages.search import context
 
 TOLERANCE = 1e-9  # relative: a clipped value equals its limit up to rounding
 
@@ -43,10 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)
     root = paths.project_root()
-    params = load_params(root / paths.PARAMS)
-    gpus, llms = load_gpu_catalog(root / paths.GPU_CATALOG), load_llm_catalog(root / paths.LLM_CATALOG_TABLE)
-    rows = prepare_rows(read_table(root / paths.MEASUREMENTS), gpus, llms, source=params.search.source,
-                        dense_only=params.search.dense_only, offline_batch=params.evaluate.roofline_offline_batch)
+    rows = context(root, with_idle_power=False).rows  # the search stages' own rows: no measured idle power
     print("measured rows outside their own limits (the limits of the workload as measured):")
     for name, target in TARGETS.items():
         measured = rows[rows[target.column].notna()]

@@ -20,15 +20,11 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import paths
-from wattgpu.catalogs.gpus import load_gpu_catalog
-from wattgpu.catalogs.llms import load_llm_catalog
-from wattgpu.config import load_params
 from wattgpu.evaluation import baselines
-from wattgpu.evaluation.runner import prepare_rows, target_rows
-from wattgpu.io import read_table
+from wattgpu.evaluation.runner import target_rows
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.predictor import served_predictions
-from wattgpu.stages.search import physics_itl_as_served
+from wattgpu.stages.search import context, physics_itl_as_served
 
 GROUP = {"loso": "lab", "logo": "gpu"}  # lopo: the LOPO folds' (GPU, LLM) pairs (held_out)
 COLUMN = {"power": "power_w_per_gpu", "itl": "itl_s"}
@@ -73,10 +69,8 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)
     root = paths.project_root()
-    params = load_params(root / paths.PARAMS)
-    gpus, llms = load_gpu_catalog(root / paths.GPU_CATALOG), load_llm_catalog(root / paths.LLM_CATALOG_TABLE)
-    rows = prepare_rows(read_table(root / paths.MEASUREMENTS), gpus, llms, source=params.search.source,
-                        dense_only=params.search.dense_only, offline_batch=params.evaluate.roofline_offline_batch)
+    ctx = context(root, with_idle_power=False)  # the search stages' own rows: no measured idle power
+    params, rows = ctx.params, ctx.rows
     target = target_rows(rows, args.target)
     itl_rows = target_rows(rows, "itl")
     candidates = args.candidates or (["workload", "steppower", "lightgbm"] if args.target == "power" else ["workload"])
