@@ -138,13 +138,14 @@ def in_process(batch: list[dict]) -> None:
     model = load_champions(champion_uris())
     predictor = model.unwrap_python_model().predictor_
     print("== in process (both champions, pyfunc predict) ==")
-    for rows in (batch[:1], batch):
+    for rows in (batch[:1], batch[1:2], batch):
         frame = pd.DataFrame(rows)
         model.predict(frame)
         n = 5 if len(rows) > 1 else 50
         took = _median_seconds(lambda: model.predict(frame), n)
         validate = _median_seconds(lambda: predictor.validate(frame), n)
-        print(f"{len(rows):,} row{'s' if len(rows) > 1 else ''}: {took * 1e3:.1f} ms, {len(rows) / took:,.0f} rows/s; "
+        what = f"1 row ({rows[0]['scenario']})" if len(rows) == 1 else f"{len(rows):,} rows"
+        print(f"{what}: {took * 1e3:.1f} ms, {len(rows) / took:,.0f} rows/s; "
               f"validation {validate * 1e3:.1f} ms ({validate / took:.0%})")
 
 

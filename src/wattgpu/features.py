@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
+from wattgpu.arrays import per_distinct, text
 from wattgpu.workload import (
     DEFAULT_ENGINE,
     MAX_OUTPUT_TOKENS,
@@ -41,6 +42,7 @@ LLM_FIELDS = (
     "total_params_b", "active_params_b", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
     "head_dim", "intermediate_size", "vocab_size", "family", "is_moe", "num_experts", "experts_per_token",
     "kv_layers", "kv_values_per_layer", "sliding_window", "state_values_per_sequence", "weight_precision",
+    "mtp_layers",
 )
 
 
@@ -76,11 +78,13 @@ def kv_bytes_per_sequence(df: pd.DataFrame, context_tokens, bytes_per_value=None
 
 
 def _kv_layout(cols: _Columns) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """physics.kv_cache_layout of each row's LLM (a column the frame lacks: not set)."""
-    unset = np.full(len(cols.frame), np.nan)
-    return physics.kv_cache_layout(*(cols.num(f"llm_{f}") if f"llm_{f}" in cols else unset for f in (
-        "num_layers", "num_attention_heads", "num_kv_heads", "head_dim", "hidden_size", "kv_layers",
-        "kv_values_per_layer", "sliding_window")))
+    """physics.kv_cache_layout of each row's LLM (a column the frame lacks: not set); worked out once per frame."""
+    if cols.kv_layout is None:
+        unset = np.full(len(cols.frame), np.nan)
+        cols.kv_layout = physics.kv_cache_layout(*(cols.num(f"llm_{f}") if f"llm_{f}" in cols else unset for f in (
+            "num_layers", "num_attention_heads", "num_kv_heads", "head_dim", "hidden_size", "kv_layers",
+            "kv_values_per_layer", "sliding_window")))
+    return cols.kv_layout
 
 
 def _kv_bytes_per_token(cols: _Columns) -> np.ndarray:
@@ -102,9 +106,8 @@ def _kv_value_bytes(cols: _Columns) -> np.ndarray:
     frame has none (no measured run states a quantised KV cache)."""
     if "kv_precision" not in cols.frame:
         return np.full(len(cols.frame), physics.kv_bytes_per_value())
-    codes, values = pd.factorize(cols.frame["kv_precision"], use_na_sentinel=False)
-    return np.array([physics.kv_bytes_per_value(v if isinstance(v, str) else None) for v in values],
-                    dtype=float)[codes]
+    return per_distinct(lambda v: physics.kv_bytes_per_value(v if isinstance(v, str) else None),
+                        cols.frame["kv_precision"].to_numpy(dtype=object))
 
 
 def _weight_bytes(cols: _Columns, column: str, fallback) -> np.ndarray:
@@ -113,9 +116,8 @@ def _weight_bytes(cols: _Columns, column: str, fallback) -> np.ndarray:
     fallback = np.broadcast_to(np.asarray(fallback, dtype=float), (len(cols.frame),))
     if column not in cols.frame:
         return np.array(fallback, dtype=float)
-    codes, values = pd.factorize(cols.frame[column], use_na_sentinel=False)
-    known = np.array([PRECISION_BYTES.get(v, np.nan) if isinstance(v, str) else np.nan for v in values],
-                     dtype=float)[codes]
+    known = per_distinct(lambda v: PRECISION_BYTES.get(v, np.nan) if isinstance(v, str) else np.nan,
+                         cols.frame[column].to_numpy(dtype=object))
     return np.where(np.isnan(known), fallback, known)
 
 
@@ -127,24 +129,36 @@ class _Columns(dict):
     def __init__(self, frame: pd.DataFrame):
         super().__init__()
         self.frame = frame
+        self._read: dict[str, np.ndarray] = {}  # the frame's columns as floats, each read once
+        self.kv_layout: tuple | None = None  # _kv_layout's answer, worked out once
 
     def __contains__(self, name) -> bool:
         return dict.__contains__(self, name) or name in self.frame
 
     def num(self, name: str) -> np.ndarray:
-        return self[name] if dict.__contains__(self, name) else self.frame[name].to_numpy(dtype=float)
+        if dict.__contains__(self, name):
+            return self[name]
+        if name not in self._read:
+            self._read[name] = self.frame[name].to_numpy(dtype=float)
+        return self._read[name]
 
     def text(self, name: str, default: str, test) -> np.ndarray:
         """`test` (str -> bool) of each value as text (absent column: of `default`), as 0/1 floats."""
         if name not in self.frame:
             return np.full(len(self.frame), float(test(default)))
-        codes, values = pd.factorize(self.frame[name], use_na_sentinel=False)
-        return np.array([float(test(str(v))) for v in values])[codes]
+        return per_distinct(lambda v: float(test(str(v))), self.frame[name].to_numpy(dtype=object))
 
     def joined(self) -> pd.DataFrame:
         """The frame with the built columns (a new frame; the input untouched)."""
         built = {k: v for k, v in self.items() if k not in self.frame}
-        out = pd.concat([self.frame, pd.DataFrame(built, index=self.frame.index)], axis=1)
+        n = len(self.frame)
+        if all(np.shape(v) == (n,) and np.asarray(v).dtype == np.float64 for v in built.values()):
+            # one float block: a frame built from a dict checks each column apart (most of a small request's time)
+            block = np.column_stack(list(built.values())) if built else np.empty((n, 0))
+            new = pd.DataFrame(block, index=self.frame.index, columns=list(built), copy=False)
+        else:
+            new = pd.DataFrame(built, index=self.frame.index)
+        out = pd.concat([self.frame, new], axis=1)
         for k in self.keys() - built.keys():
             out[k] = self[k]
         return out
@@ -160,10 +174,12 @@ def _log(values) -> np.ndarray:
         return np.log(values)
 
 
-def engineer(df: pd.DataFrame, offline_batch: float) -> pd.DataFrame:
+def engineer(df: pd.DataFrame, offline_batch: float, inputs: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
     """Add every derived feature (`offline_batch`: sequences decoded together offline, params.yaml
-    `evaluate.roofline_offline_batch`). Pure: a new frame, the input untouched."""
+    `evaluate.roofline_offline_batch`; `inputs`: more input columns, name -> one float per row, joined with the
+    features). Pure: a new frame, the input untouched."""
     out = _Columns(df)
+    out.update(inputs or {})
     n_gpus = out.num("n_gpus") if "n_gpus" in out else 1.0
     params_total = out.num("llm_total_params_b")
     params_active = out.num("llm_active_params_b")
@@ -253,7 +269,8 @@ def _workload_features(out: _Columns) -> None:
                 "comm_step_per_sequence_s", "sequence_step_s", "fixed_step_s", "itl_physics_s"):
         # an attention-free LLM reads no KV cache; one GPU all-reduces nothing
         out[f"log_{col}"] = np.log(np.maximum(out[col], 1e-9))
-    out["running_cap"] = _running_cap(out, step, _fill(prompt, 0) + answer / 2)
+    engines = _answered_engines(out)
+    out["running_cap"] = _running_cap(out, step, _fill(prompt, 0) + answer / 2, engines)
     out.update(_concurrency_features(out, out.num("concurrency"), step))
     # Open-loop load (requests arrive at a rate, the GPU idles between them) or a closed batch (always full).
     out["poisson_arrivals"] = (~np.isnan(out.num("request_rate_per_s"))).astype(float) \
@@ -273,19 +290,15 @@ def _workload_features(out: _Columns) -> None:
     out["prompt_unknown"] = np.isnan(prompt).astype(float)
     out["log_active_params_b"] = np.log(active)
     out["active_share"] = active / total
-    engine = out.frame["engine"].to_numpy() if "engine" in out else np.full(n, DEFAULT_ENGINE, dtype=object)
-    version = out.frame["engine_version"] if "engine_version" in out else pd.Series("", index=out.frame.index)
-    codes, pairs = pd.factorize(pd.Series(list(zip(engine, version.fillna("").astype(str))), index=out.frame.index))
     # an engine no source measured is featured as the measured family and release it is answered as
     # (workload.ENGINE_PROXIES; flagged by modeling.coverage)
-    pairs = [measured_engine(e, v) for e, v in pairs]
-    family = np.array([e for e, _ in pairs], dtype=object)[codes] if len(pairs) else np.array([], dtype=object)
+    family = np.array([a[0] for a in engines], dtype=object)
     for name in MEASURED_ENGINES:
         out[f"engine_{name}"] = (family == name).astype(float)
     # the release (a model input; estimator.as_measured_release answers an unmeasured one as a measured release of
     # its generation) and its generation (workload.ENGINE_GENERATIONS)
-    out["engine_version_num"] = np.array([version_number(v) for _, v in pairs], dtype=float)[codes]
-    out["engine_generation"] = np.array([engine_generation(e, v) for e, v in pairs], dtype=float)[codes]
+    out["engine_version_num"] = np.array([a[2] for a in engines], dtype=float)
+    out["engine_generation"] = np.array([a[3] for a in engines], dtype=float)
     out["gpu_is_amd"] = out.text("gpu_vendor", "", lambda v: v.lower() == "amd")
     out["gpu_is_intel"] = out.text("gpu_vendor", "", lambda v: v.lower() == "intel")
     out["weights_memory_fraction_replica"] = weights_gb / (out.num("gpu_memory_gb") * tp * pp)
@@ -326,31 +339,39 @@ def _step_inputs(cols: _Columns) -> dict:
             "expert_params": physics.moe_expert_params_b(total, active, top_k, experts)}
 
 
-def _running_cap(cols: _Columns, step: dict, mean_context) -> np.ndarray:
+def _answered_engines(cols: _Columns) -> np.ndarray:
+    """Per row, the (family, release, release number, generation) its engine and release are answered as: an engine
+    no source measured as the measured family's release (workload.measured_engine, ENGINE_PROXIES); each distinct
+    pair once."""
+    n = len(cols.frame)
+    engine = cols.frame["engine"].to_numpy() if "engine" in cols else np.full(n, DEFAULT_ENGINE, dtype=object)
+    version = cols.frame["engine_version"].to_numpy() if "engine_version" in cols else np.full(n, "", dtype=object)
+
+    def answered(e, v) -> tuple[str, str, float, float]:
+        family, release = measured_engine(text(e), text(v))
+        return family, release, version_number(release), engine_generation(family, release)
+
+    return per_distinct(answered, engine, version, dtype=object)
+
+
+def _running_cap(cols: _Columns, step: dict, mean_context, engines: np.ndarray) -> np.ndarray:
     """The most sequences one decode step of the row's replica runs (physics.running_sequences): those whose KV
     cache at the mean context a running sequence holds (prompt + half the answer: a paged cache grows with the
     answer) fits beside the weights, and for vLLM's V1 engine (0.9 on: what a user runs today; workload.
     vllm_default_max_num_seqs, the rule ingest applies to offline runs) its default max_num_seqs. Older releases and
-    other engines: the KV fit only (ML.ENERGY's vLLM 0.5.4 runs hold more than V0's 256 default: raised by the lab)."""
+    other engines: the KV fit only (ML.ENERGY's vLLM 0.5.4 runs hold more than V0's 256 default: raised by the lab).
+    `engines`: the rows' _answered_engines."""
     weights = physics.weights_gb(step["total"], step["weight_bytes"], step["expert_params"], step["expert_bytes"])
     gpus, memory = step["tp"] * step["pp"], cols.num("gpu_memory_gb")
     fit = physics.kv_fit_sequences(memory, gpus, weights, _kv_bytes_per_sequence(cols, mean_context, step["kv_bytes"]))
     # weights that leave no room (the memory rule says so to the user) are answered as if they fitted: no cap
     fit = np.where(weights < physics.MEMORY_UTILIZATION * memory * gpus, fit, np.inf)
-    n = len(cols.frame)
-    engine = cols.frame["engine"].astype(str).to_numpy() if "engine" in cols else np.full(n, DEFAULT_ENGINE)
-    version = cols.frame["engine_version"].fillna("").astype(str).to_numpy() if "engine_version" in cols \
-        else np.full(n, "")
-    gpu = cols.frame["gpu"].astype(str).to_numpy() if "gpu" in cols else np.full(n, "")
-    if n == 0:
-        return fit
-    codes, pairs = pd.factorize(pd.MultiIndex.from_arrays([engine, version]))
-    measured = [measured_engine(e, v) for e, v in pairs]
-    v1 = np.array([f == "vllm" and engine_generation(f, r) >= 1 for f, r in measured], dtype=bool)[codes]
-    release = np.array([r for _, r in measured], dtype=object)[codes]
-    cap = np.full(n, np.inf)
+    v1 = np.array([f == "vllm" and g >= 1 for f, _, _, g in engines], dtype=bool)
+    cap = np.full(len(fit), np.inf)
     if v1.any():
-        cap[v1] = default_max_num_seqs(memory[v1], gpu[v1], release[v1])
+        gpu = cols.frame["gpu"].to_numpy()[v1] if "gpu" in cols else np.full(int(v1.sum()), "", dtype=object)
+        release = np.array([r for _, r, _, _ in engines[v1]], dtype=object)
+        cap[v1] = default_max_num_seqs(memory[v1], gpu, release)
     return np.minimum(fit, cap)
 
 

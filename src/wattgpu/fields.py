@@ -69,11 +69,14 @@ LLM_CONFIG: dict[str, Bounds] = {
     "kv_values_per_layer": Bounds(1, 1_000_000, integer=True),  # cached values per token and layer (latent attention)
     # fixed state of the linear-attention / state-space layers, values per sequence (Mamba, Gated DeltaNet, ...)
     "state_values_per_sequence": Bounds(0, 100_000_000_000, integer=True),
+    # multi-token-prediction (next-n) layers that draft tokens for `speculative: mtp` (0: none; config.json's
+    # num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules)
+    "mtp_layers": Bounds(0, 1000, integer=True),
 }
 LLM_CONFIG_REQUIRED = ("total_params_b", "num_layers", "hidden_size")
 LLM_CONFIG_OPTIONAL = ("active_params_b", "num_attention_heads", "num_kv_heads", "head_dim", "intermediate_size",
                        "vocab_size", "num_experts", "experts_per_token", "kv_layers", "kv_values_per_layer",
-                       "sliding_window", "state_values_per_sequence")
+                       "sliding_window", "state_values_per_sequence", "mtp_layers")
 LLM_CONFIG_TEXT = ("family", "weight_precision")
 
 # Spec fields that cannot exceed another: (lower, upper), checked on catalog entries and on requests alike.

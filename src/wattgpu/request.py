@@ -27,8 +27,8 @@ A request is a mapping (one row of a frame) with:
   or an unknown expert count); `dp_attention` (true / false, default false) runs attention data-parallel over the
   tensor-parallel GPUs (needs 2 or more); `speculative` (none | mtp | eagle | ngram, default none) with
   `spec_draft_tokens` and `spec_accept_length` (mean tokens a step emits per sequence, > 1 and <= draft tokens + 1;
-  defaults per method: workload.SPECULATIVE; either without a method is an error). Whether the LLM has MTP layers
-  is not in the catalog, so `mtp` is not checked against it.
+  defaults per method: workload.SPECULATIVE; either without a method is an error); `mtp` needs an LLM with
+  multi-token-prediction layers (the catalog's mtp_layers, a spec's llm_mtp_layers; not checked where unknown).
 
 Strict (`Request`, a pydantic model built from the one table of ranges, wattgpu.fields): an unknown field is an
 error with a "did you mean"; a number must be a number (not text, not a bool), finite, inside its range and whole
@@ -68,6 +68,7 @@ from pydantic import ConfigDict, Field, Strict, StringConstraints, TypeAdapter, 
 from typing_extensions import NotRequired, TypedDict
 
 from wattgpu import fields, physics
+from wattgpu.arrays import per_distinct
 from wattgpu.catalogs.base import normalize_name
 from wattgpu.errors import UnknownNameError, WattgpuError, shown
 from wattgpu.features import GPU_FIELDS, LLM_FIELDS, kv_bytes_per_sequence, replica_fit_ratio
@@ -86,9 +87,9 @@ from wattgpu.workload import (
     SPECULATIVE_CHOICES,
     default_kv_precision,
     measured_engine,
-    spec_defaults,
     nearest_load,
     offline_concurrency,
+    spec_defaults,
     version_number,
 )
 
@@ -682,7 +683,14 @@ def _precisions(out: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) -
 
 def _replica_shape(out: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) -> None:
     """The replica-shape rules that need the LLM: expert parallel needs routed experts (a mixture of experts whose
-    expert count is known) and divides their count."""
+    expert count is known) and divides their count; `speculative: mtp` needs the LLM's multi-token-prediction layers
+    (an LLM whose config has none is refused; one whose count is not known, a spec without llm_mtp_layers, is
+    answered)."""
+    mtp = out["llm_mtp_layers"].astype(float)
+    errors.add((out["speculative"] == "mtp") & (mtp == 0), rows, "speculative",
+               lambda i: f"mtp drafts with the LLM's multi-token-prediction layers, and {out['llm'][i]!r} has none "
+                         "(mtp_layers 0: its config.json sets no num_nextn_predict_layers, mtp_num_hidden_layers or "
+                         "num_mtp_modules): choose eagle or ngram, or leave speculative out")
     ep, experts = out["expert_parallel"], out["llm_num_experts"].astype(float)
     with np.errstate(invalid="ignore"):
         moe = out["llm_is_moe"].astype(bool) & (out["llm_active_params_b"] < out["llm_total_params_b"]) \
@@ -697,8 +705,8 @@ def _replica_shape(out: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors
 
 
 def _offline_concurrency(out: dict[str, np.ndarray]) -> None:
-    """Offline rows get the requests in flight an offline run holds (workload.offline_concurrency), computed once
-    per distinct set of its inputs; in place, on the columns."""
+    """Offline rows get the requests in flight an offline run holds (workload.offline_concurrency); in place, on the
+    columns."""
     at = np.flatnonzero(out["scenario"] == "offline")
     if not len(at):
         return
@@ -714,12 +722,9 @@ def _offline_concurrency(out: dict[str, np.ndarray]) -> None:
     if out["dp_attention"][at].any():  # DP attention splits the KV cache by sequence: so many more (or fewer) fit
         kv = kv / replica_fit_ratio(pd.DataFrame({k: v[at] for k, v in out.items()}), tokens)
     # an engine no source measured takes the cap of the release it is answered as (workload.measured_engine)
-    versions = np.array([measured_engine(e, v)[1] for e, v in zip(out["engine"][at], out["engine_version"][at])],
-                        dtype=object)
-    inputs = (out["gpu_memory_gb"][at], out["n_gpus"][at], np.asarray(weights, float), kv.to_numpy(float),
-              out["gpu"][at], versions)
-    codes, _ = pd.factorize(pd.Series(list(zip(*inputs))))
-    first = np.unique(codes, return_index=True)[1]
+    versions = per_distinct(lambda e, v: measured_engine(e, v)[1], out["engine"][at], out["engine_version"][at],
+                            dtype=object)
     concurrency = out["concurrency"].copy()
-    concurrency[at] = np.asarray(offline_concurrency(*(x[first] for x in inputs)), dtype=float)[codes]
+    concurrency[at] = offline_concurrency(out["gpu_memory_gb"][at], out["n_gpus"][at], np.asarray(weights, float),
+                                          kv.to_numpy(float), out["gpu"][at], versions)
     out["concurrency"] = concurrency

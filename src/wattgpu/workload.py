@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from wattgpu import physics
+from wattgpu.arrays import per_distinct, text
 
 # vLLM's default max_num_seqs: the sequences decoded together offline (the paper's roofline batch).
 OFFLINE_MAX_NUM_SEQS = 256
@@ -202,14 +202,12 @@ def vllm_default_max_num_seqs(memory_gb: float, gpu_name: str, engine_version: s
 def default_max_num_seqs(memory_gb, gpu_names, engine_versions) -> np.ndarray:
     """vllm_default_max_num_seqs per element (the shape of `memory_gb`), computed once per distinct (memory, GPU,
     release): a batch of thousands of rows has a handful."""
-    if np.size(memory_gb) == 0:
-        return np.zeros(np.shape(memory_gb))
-    keys = pd.DataFrame({"m": np.ravel(np.asarray(memory_gb, dtype=float)),
-                         "g": pd.Series(np.ravel(gpu_names)).astype(str).to_numpy(),
-                         "v": pd.Series(np.ravel(engine_versions)).fillna("").astype(str).to_numpy()})
-    codes, unique = pd.factorize(pd.MultiIndex.from_frame(keys))
-    caps = np.array([vllm_default_max_num_seqs(float(m), g, v) for m, g, v in unique], dtype=float)
-    return caps[codes].reshape(np.shape(memory_gb))
+    shape = np.shape(memory_gb)
+    size = int(np.size(memory_gb))
+    caps = per_distinct(lambda m, g, v: vllm_default_max_num_seqs(float(m), text(g), text(v)),
+                        np.asarray(memory_gb, dtype=float), np.broadcast_to(np.asarray(gpu_names, dtype=object), shape),
+                        np.broadcast_to(np.asarray(engine_versions, dtype=object), shape))
+    return caps.reshape(shape) if size else np.zeros(shape)
 
 
 def nearest_load(rate: float) -> str:

@@ -24,7 +24,7 @@ MODULES = sorted(
 # top, the renderers beside them.
 LAYERS = [
     ("base", ("wattgpu", "wattgpu.paths", "wattgpu.errors", "wattgpu.fields", "wattgpu.workload", "wattgpu.physics",
-              "wattgpu.config", "wattgpu.codehash", "wattgpu.tracking")),
+              "wattgpu.config", "wattgpu.codehash", "wattgpu.tracking", "wattgpu.arrays")),
     ("data", ("wattgpu.catalogs", "wattgpu.sources", "wattgpu.io")),
     ("features", ("wattgpu.features", "wattgpu.request")),
     ("modeling", ("wattgpu.modeling",)),

@@ -26,10 +26,13 @@ from wattgpu.modeling import coverage
 from wattgpu.request import RequestError, check_workload, validate_batch
 from wattgpu.serving.pyfunc import as_requests, request_fields
 
-CONFIG = paths.project_root() / "data/catalogs/llm_configs/deepseek-ai--DeepSeek-V3.json"
-DSV3 = llm_spec_from_hf_config("deepseek-ai/DeepSeek-V3", json.loads(CONFIG.read_text()))
+CONFIGS = paths.project_root() / "data/catalogs/llm_configs"
+DSV3 = llm_spec_from_hf_config("deepseek-ai/DeepSeek-V3", json.loads((CONFIGS / "deepseek-ai--DeepSeek-V3.json").read_text()))
+# a real config without multi-token-prediction layers
+LLAMA = llm_spec_from_hf_config("meta-llama/Meta-Llama-3.1-8B",
+                                json.loads((CONFIGS / "meta-llama--Meta-Llama-3.1-8B.json").read_text()))
 GPUS = load_gpu_catalog()
-CATALOG = LlmCatalog([*LLMS, DSV3])
+CATALOG = LlmCatalog([*LLMS, DSV3, LLAMA])
 B200 = GPUS.get("NVIDIA B200")
 BASE = {"gpu": "NVIDIA B200", "llm": DSV3.key, "n_gpus": 8, "concurrency": 64, "prompt_tokens": 1000,
         "output_tokens": 200}
@@ -46,6 +49,7 @@ featured = functools.partial(test_predict.fixture_featured, GPUS, CATALOG)
 def test_the_real_config_is_what_the_hand_computations_assume():
     assert (DSV3.num_layers, DSV3.hidden_size, DSV3.num_experts, DSV3.experts_per_token) == (61, 7168, 256, 8)
     assert DSV3.kv_values_per_layer == 576 and DSV3.weight_precision == "fp8"
+    assert (DSV3.mtp_layers, LLAMA.mtp_layers) == (1, 0)  # num_nextn_predict_layers 1; Llama's config has none
     assert DSV3.kv_cache_bytes_per_token() == LATENT_BYTES_PER_TOKEN
     assert (B200.memory_bandwidth_gb_s, B200.interconnect_bandwidth_gb_s, B200.memory_gb) == (8000.0, 1800.0, 180.0)
 
@@ -74,11 +78,25 @@ def test_the_real_config_is_what_the_hand_computations_assume():
     ({**BASE, "speculative": "medusa"}, "speculative", "is not one of none, mtp, eagle, ngram"),
     ({**BASE, "speculativ": "mtp"}, "speculativ", "did you mean 'speculative'"),
     ({**BASE, "expert_parallel": 2.5}, "expert_parallel", "whole number"),
+    ({**BASE, "llm": LLAMA.key, "speculative": "mtp"}, "speculative",
+     "'meta-llama/Meta-Llama-3.1-8B' has none (mtp_layers 0: its config.json sets no num_nextn_predict_layers"),
+    ({**BASE, "llm": None, "llm_total_params_b": 8, "llm_num_layers": 32, "llm_hidden_size": 4096, "llm_mtp_layers": 0,
+      "speculative": "mtp"}, "speculative", "has none (mtp_layers 0"),
+    ({**BASE, "llm_mtp_layers": 1.5}, "llm_mtp_layers", "whole number"),
 ])
 def test_a_shape_that_does_not_fit_names_its_field(request_, field, says):
     with pytest.raises(RequestError) as exc:
         rows(request_)
     assert exc.value.field == field and says in str(exc.value)
+
+
+def test_mtp_is_answered_where_the_llm_has_mtp_layers_or_their_count_is_not_known():
+    spec = {**BASE, "llm": None, "llm_total_params_b": 8, "llm_num_layers": 32, "llm_hidden_size": 4096,
+            "speculative": "mtp"}
+    r = rows({**BASE, "speculative": "mtp"}, spec, {**spec, "llm_mtp_layers": 2}, {**BASE, "llm": LLAMA.key,
+                                                                                 "speculative": "eagle"})
+    assert list(r["speculative"]) == ["mtp", "mtp", "mtp", "eagle"]
+    assert r["llm_mtp_layers"].tolist()[::2] == [1, 2] and np.isnan(r["llm_mtp_layers"].iloc[1])
 
 
 def test_a_workload_alone_is_checked_by_the_same_rules():

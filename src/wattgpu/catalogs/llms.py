@@ -78,6 +78,9 @@ class LlmSpec(BaseModel):
     kv_values_per_layer: int | None = LLM_CONFIG["kv_values_per_layer"].field(default=None)  # None: 2 x kv heads x head dim
     # linear-attention / state-space layers' fixed state per sequence (None: none, every token mixer is attention)
     state_values_per_sequence: int | None = LLM_CONFIG["state_values_per_sequence"].field(default=None)
+    # multi-token-prediction layers (0: none in the config; None: not known, e.g. a catalog written before they were
+    # recorded): `speculative: mtp` needs one or more
+    mtp_layers: int | None = LLM_CONFIG["mtp_layers"].field(default=None)
     params_source: Literal["published", "computed", "table"]
     computed_params_b: float | None = LLM_CONFIG["total_params_b"].field()  # from the config; None where not computable
     source: str
@@ -209,6 +212,7 @@ def _spec_fields(arch: Architecture) -> dict[str, Any]:
         "experts_per_token": arch.experts_per_token, "dtype": arch.dtype, "weight_precision": arch.weight_precision,
         "kv_layers": arch.kv_layers, "kv_values_per_layer": arch.kv_values_per_layer,
         "sliding_window": arch.sliding_window, "state_values_per_sequence": arch.state_values_per_sequence or None,
+        "mtp_layers": arch.mtp_layers,
     }
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
+from wattgpu.arrays import floats, text
 from wattgpu.workload import (
     ENGINE_PROXIES,
     PRECISION_BYTES,
@@ -124,10 +125,12 @@ def shaped_mask(rows: pd.DataFrame) -> np.ndarray:
     """Per row, whether it asks for a replica shape no source measured (expert parallel > 1, DP attention or a
     speculative method; workload.REPLICA_SHAPE)."""
     n = len(rows)
-    ep = pd.to_numeric(rows["expert_parallel"], errors="coerce").fillna(1).to_numpy(float) > 1 \
-        if "expert_parallel" in rows else np.zeros(n, bool)
-    dp = rows["dp_attention"].fillna(False).to_numpy(bool) if "dp_attention" in rows else np.zeros(n, bool)
-    spec = rows["speculative"].isin(list(SPECULATIVE)).to_numpy() if "speculative" in rows else np.zeros(n, bool)
+    with np.errstate(invalid="ignore"):
+        ep = floats(rows["expert_parallel"]) > 1 if "expert_parallel" in rows else np.zeros(n, bool)
+    dp = np.array([bool(d) and not pd.isna(d) for d in rows["dp_attention"].to_numpy(dtype=object)], dtype=bool) \
+        if "dp_attention" in rows else np.zeros(n, bool)  # NaN: absent
+    spec = np.array([s in SPECULATIVE for s in rows["speculative"].to_numpy(dtype=object)], dtype=bool) \
+        if "speculative" in rows else np.zeros(n, bool)
     return ep | dp | spec
 
 
@@ -169,18 +172,23 @@ def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list],
     the engine version is among `columns`, its engine is one no source measured (engine_note)."""
     mask = np.zeros(len(rows), dtype=bool)
     columns = set(columns)
-    if VERSION in columns and "engine" in rows and ranges:
-        mask |= rows["engine"].astype(str).isin(list(ENGINE_PROXIES)).to_numpy()
+    engine = [text(e) for e in rows["engine"].to_numpy(dtype=object)] if "engine" in rows else None
+    if VERSION in columns and engine is not None and ranges:
+        mask |= np.array([e in ENGINE_PROXIES for e in engine], dtype=bool)
     if "n_gpus" in columns and ranges:  # a replica shape no source measured
         mask |= shaped_mask(rows)
     if ARCHITECTURE in columns and ARCHITECTURE in ranges and ARCHITECTURE in rows:
-        names = rows[ARCHITECTURE].fillna("").astype(str).str.strip()
-        mask |= (names != "").to_numpy() & ~names.isin(ranges[ARCHITECTURE]).to_numpy()
-    for col, engine, lo, hi in _numeric(ranges):
-        if col not in columns or col not in rows or (engine and "engine" not in rows):
+        measured = set(ranges[ARCHITECTURE])
+        names = (text(a).strip() for a in rows[ARCHITECTURE].to_numpy(dtype=object))
+        mask |= np.array([name != "" and name not in measured for name in names], dtype=bool)
+    family = None  # each row's engine family (an unmeasured engine: its proxy's), for the per-engine ranges
+    for col, per_engine, lo, hi in _numeric(ranges):
+        if col not in columns or col not in rows or (per_engine and engine is None):
             continue
-        v = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
-        mine = rows["engine"].astype(str).replace(PROXY_FAMILY).to_numpy() == engine if engine else True
+        v = floats(rows[col])
+        if per_engine and family is None:
+            family = np.array([PROXY_FAMILY.get(e, e) for e in engine], dtype=object)
+        mine = family == per_engine if per_engine else True
         with np.errstate(invalid="ignore"):
             mask |= mine & np.isfinite(v) & ((v < lo) | (v > hi))
     return mask

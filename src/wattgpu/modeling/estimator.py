@@ -12,6 +12,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OrdinalEncoder, StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
+from wattgpu.arrays import floats
 from wattgpu.features import FeatureSet
 from wattgpu.modeling.targets import Target
 from wattgpu.workload import PROXY_FAMILY
@@ -123,23 +124,14 @@ class TargetRegressor(RegressorMixin, BaseEstimator):
         """The numeric feature columns as one float matrix (anything unparseable NaN), as `_frame` builds them."""
         out = np.empty((len(rows), len(self.features.numeric)), order="F")
         for j, col in enumerate(self.features.numeric):
-            values = rows[col]
-            out[:, j] = values.to_numpy(dtype=float) if isinstance(values.dtype, np.dtype) and \
-                values.dtype.kind in "fiub" else pd.to_numeric(values, errors="coerce").astype(float).to_numpy()
+            out[:, j] = floats(rows[col])
         return out
 
     def _frame(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The feature columns, numeric ones as float (anything unparseable NaN), categorical ones as text; built in
         one go (column by column assignment into a copy cost more than the model's own prediction)."""
-        numeric, columns = set(self.features.numeric), {}
-        for col in self.features.columns:
-            values = rows[col]
-            if col not in numeric:
-                columns[col] = values.astype(str)
-            elif isinstance(values.dtype, np.dtype) and values.dtype.kind in "fiub":
-                columns[col] = values.to_numpy(dtype=float)
-            else:
-                columns[col] = pd.to_numeric(values, errors="coerce").astype(float).to_numpy()
+        numeric = set(self.features.numeric)
+        columns = {col: floats(rows[col]) if col in numeric else rows[col].astype(str) for col in self.features.columns}
         return pd.DataFrame(columns, index=rows.index)
 
     def feature_importances(self) -> pd.Series:

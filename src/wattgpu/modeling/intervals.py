@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from wattgpu.arrays import text
 from wattgpu.fields import DEFAULT_INTERVAL_LEVEL
 from wattgpu.modeling import coverage
 
@@ -63,8 +64,9 @@ SEPARATE_FAMILIES = {"gaudi": "Intel Gaudi"}
 def workload_group(rows: pd.DataFrame) -> np.ndarray:
     """Index into WORKLOAD_GROUPS: offline (a full queue), Poisson arrivals (`server`), any other closed batch on
     vLLM, or on another engine (TensorRT-LLM, llama.cpp, DeepSpeed-MII, ... whose errors are their own)."""
-    scenario = rows["scenario"].astype(str).to_numpy()
-    vllm = rows["engine"].astype(str).str.lower().eq("vllm").to_numpy() if "engine" in rows else np.ones(len(rows), bool)
+    scenario = rows["scenario"].to_numpy(dtype=object)
+    vllm = np.array([text(e).lower() == "vllm" for e in rows["engine"].to_numpy(dtype=object)], dtype=bool) \
+        if "engine" in rows else np.ones(len(rows), bool)
     return np.select([scenario == "offline", scenario == "server", vllm], [0, 1, 2], 3).astype(int)
 
 
@@ -77,19 +79,20 @@ def accelerator_family(rows: pd.DataFrame) -> np.ndarray:
     """Per row, the accelerator family: the GPU's vendor, except architectures in SEPARATE_FAMILIES (Intel's Gaudi
     HPUs are not its GPUs); '' where the vendor is not given."""
     n = len(rows)
-    vendor = (rows["gpu_vendor"] if "gpu_vendor" in rows else pd.Series([""] * n, index=rows.index))
-    vendor = vendor.fillna("").astype(str).str.strip().to_numpy(dtype=object)
-    arch = (rows["gpu_architecture"] if "gpu_architecture" in rows else pd.Series([""] * n, index=rows.index))
-    arch = arch.fillna("").astype(str).str.lower().to_numpy(dtype=object)
-    out = vendor.copy()
-    for key, family in SEPARATE_FAMILIES.items():
-        out = np.where([key in a for a in arch], family, out)
-    return out.astype(str)
+    vendor = rows["gpu_vendor"].to_numpy(dtype=object) if "gpu_vendor" in rows else np.full(n, "", dtype=object)
+    arch = rows["gpu_architecture"].to_numpy(dtype=object) if "gpu_architecture" in rows else np.full(n, "", dtype=object)
+
+    def family(v, a) -> str:
+        a = text(a).lower()
+        return next((f for key, f in SEPARATE_FAMILIES.items() if key in a), text(v).strip())
+
+    return np.array([family(v, a) for v, a in zip(vendor, arch)], dtype=str).reshape(n)
 
 
-def novel_family(rows: pd.DataFrame, families) -> np.ndarray:
-    """True where a row's accelerator family (known) has no member in `families` (those of the training rows)."""
-    fam = accelerator_family(rows)
+def novel_family(rows: pd.DataFrame, families, family: np.ndarray | None = None) -> np.ndarray:
+    """True where a row's accelerator family (known) has no member in `families` (those of the training rows);
+    `family`: the rows' accelerator_family where the caller has it."""
+    fam = accelerator_family(rows) if family is None else family
     known = {str(f) for f in families}
     return np.array([bool(f) and f not in known for f in fam], dtype=bool)
 

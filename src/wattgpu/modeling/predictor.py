@@ -56,11 +56,12 @@ def shaped_itl(model) -> callable:
     return itl
 
 
-def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray) -> pd.DataFrame:
+def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray,
+                    overloaded: np.ndarray | None = None) -> pd.DataFrame:
     """Throughput and energy per token from predicted power (per GPU) and per-request ITL, tied through the
     sequences decoding (Little's law): system tokens/s = min(requests in flight, running sequences) / ITL;
     `tokens_per_s` is one running stream's, 1 / ITL; energy per token = W per GPU x GPUs / system tokens/s
-    (physics.energy_per_token_j)."""
+    (physics.energy_per_token_j). `overloaded`: per row, whether its arrivals outpace the replica (default: none)."""
     concurrency = rows["concurrency"].to_numpy(dtype=float)
     # the sequences each step decodes (features: physics.running_sequences); requests beyond them wait their turn
     running = rows["running_sequences"].to_numpy(dtype=float) if "running_sequences" in rows else concurrency
@@ -73,7 +74,7 @@ def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray) 
         "system_tokens_per_s": system_tps,
         "energy_per_token_j": physics.energy_per_token_j(power_w, rows["n_gpus"].to_numpy(dtype=float), system_tps),
         "concurrency": concurrency,
-        "overloaded": rows["overloaded"].to_numpy(dtype=bool) if "overloaded" in rows else np.zeros(len(rows), bool),
+        "overloaded": np.zeros(len(rows), bool) if overloaded is None else np.asarray(overloaded, dtype=bool),
     })
 
 
@@ -106,8 +107,9 @@ class Predictor:
 
     def features(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Validated rows with the measured idle power of catalog GPUs and every engineered feature."""
-        rows = rows.assign(gpu_idle_power_w=rows["gpu"].map(dict(self.idle_power_w)).astype(float))
-        return engineer(rows, offline_batch=self.offline_batch)
+        idle = dict(self.idle_power_w)
+        return engineer(rows, offline_batch=self.offline_batch,
+                        inputs={"gpu_idle_power_w": np.array([idle.get(g, np.nan) for g in rows["gpu"]], dtype=float)})
 
     def _itl(self, featured: pd.DataFrame) -> np.ndarray:
         return shaped_itl(self.models["itl"])(featured)
@@ -131,13 +133,12 @@ class Predictor:
         power = np.asarray(self.models["power"].predict(rows), dtype=float) if "power" in self.models else nan
         unknown = np.isnan(itl)
         if "itl" in self.models and unknown.any():
-            itl[unknown] = self._itl(rows[unknown])
+            itl[unknown] = self._itl(rows if unknown.all() else rows[unknown])
         overloaded = rows["request_rate_per_s"].notna().to_numpy()
         if overloaded.any():
             overloaded[overloaded] = (_demand(rows[overloaded]) * itl[overloaded]
                                       > _cap(rows[overloaded]) * (1 + 1e-6))
-        rows = rows.assign(overloaded=overloaded)
-        out = derived_outputs(rows, power, itl)
+        out = derived_outputs(rows, power, itl, overloaded)
         out = pd.concat([out, self.intervals(rows, out)], axis=1)
         out.insert(0, "gpu", rows["gpu"].to_numpy())
         out.insert(1, "llm", rows["llm"].to_numpy())
@@ -162,13 +163,13 @@ class Predictor:
         ratio = replica_shape_ratio(rows)
         for i, note in coverage.shape_notes(rows, ratio).items():
             notes[i].append(note)
+        family = intervals.accelerator_family(rows)
         for target, column in (("power", "power_w"), ("itl", "itl_s")):
             lo, hi = np.full(n, np.nan), np.full(n, np.nan)
             cal = self.calibration.get(target)
             if cal is not None and target in self.models:
                 extrap = coverage.outside_mask(rows, self.training_ranges.get(target, {}))
-                novel = intervals.novel_family(rows, cal.families) if cal.families else np.zeros(n, dtype=bool)
-                family = intervals.accelerator_family(rows)
+                novel = intervals.novel_family(rows, cal.families, family) if cal.families else np.zeros(n, dtype=bool)
                 y = point[column].to_numpy(float)
                 low, high = TARGETS[target].limits(rows)
                 if target == "itl":  # the replica's shape scales the step the floor bounds (speculation: below it)
@@ -196,9 +197,8 @@ class Predictor:
         gpus = rows["n_gpus"].to_numpy(float)
         out["energy_per_token_j_lo"] = physics.energy_per_token_j(out["power_w_lo"], gpus, out["system_tokens_per_s_hi"])
         out["energy_per_token_j_hi"] = physics.energy_per_token_j(out["power_w_hi"], gpus, out["system_tokens_per_s_lo"])
-        frame = pd.DataFrame(out)
-        frame["interval"] = ["; ".join(sorted(set(n_))) for n_ in notes]
-        return frame[list(INTERVAL_COLUMNS)]
+        out["interval"] = ["; ".join(sorted(set(n_))) for n_ in notes]
+        return pd.DataFrame(out, columns=list(INTERVAL_COLUMNS))
 
     def _half_widths(self, target: str, level: float) -> np.ndarray:
         """The log-scale half-width at `level` per (workload group, extrapolating) bin, index group x 2 +
