@@ -3,6 +3,9 @@
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import kendalltau
 
 from wattgpu.evaluation import metrics
 from wattgpu.evaluation.leaderboard import REPLICA
@@ -24,6 +27,30 @@ def test_perfect_and_reversed_gpu_ranking():
     assert metrics.kendall(good, "gpu") == pytest.approx(1.0)
     assert metrics.kendall(bad, "gpu") == pytest.approx(-1.0)
     assert metrics.top_k(good, 1) == 1.0 and metrics.top_k(bad, 1) == 0.0 and metrics.top_k(bad, 3) == 1.0
+
+
+# few distinct values: ties in x, in y and in both are common
+_VALUES = st.sampled_from([0.5, 1.0, 1.0 + 1e-12, 2.0, 3.25, 40.0, 1e6])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 40).flatmap(lambda n: st.tuples(st.lists(_VALUES, min_size=n, max_size=n),
+                                                      st.lists(_VALUES, min_size=n, max_size=n))))
+def test_tau_b_is_scipys_kendall_tau_to_the_last_bit(xy):
+    x, y = (np.array(v) for v in xy)
+    ours, scipys = metrics.tau_b(x, y), float(kendalltau(x, y).statistic)
+    assert (np.isnan(ours) and np.isnan(scipys)) or ours == scipys
+
+
+def test_groups_with_absent_keys_and_ties_rank_as_the_pandas_groupby_does():
+    # two LLMs (one label absent) x two loads; within each, GPUs a-c with tied predictions: the lowest measured GPU
+    # and the lowest predicted ones (ties kept in input order by a stable sort of three values)
+    df = preds([1, 2, 3, 3, 2, 1, 5, 5, 6], [1, 1, 2, 2, 1, 1, 7, 7, 7], list("abcabcabc"),
+               llm=["m", "m", "m", None, None, None, "m", "m", "m"],
+               scen=["offline"] * 6 + ["server_low"] * 3)
+    assert metrics.top_k(df, 1) == pytest.approx(2 / 3)  # (m, offline): a; (absent, offline): b; (m, server): a, b tie
+    assert metrics.kendall(df, "gpu") == pytest.approx(np.mean([
+        kendalltau([1, 2, 3], [1, 1, 2]).statistic, kendalltau([3, 2, 1], [2, 1, 1]).statistic]))  # server: constant
 
 
 def test_replicates_are_averaged_before_ranking():
