@@ -49,8 +49,8 @@ def main() -> None:
     print("held-out predictions (nested selection) and their 80 % bands outside the limits (ITL: the rows whose "
           "requests in flight were not derived from a measured latency):")
     table = []
+    reports = Path(args.reports) if args.reports else root / "reports"
     for regime in args.regimes:
-        reports = Path(args.reports) if args.reports else root / "reports"
         pred = pd.read_csv(reports / "search" / regime / "predictions.csv")
         pred = pred[pred["model"] == SELECTION]
         for name, target in TARGETS.items():

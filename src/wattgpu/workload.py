@@ -203,11 +203,10 @@ def default_max_num_seqs(memory_gb, gpu_names, engine_versions) -> np.ndarray:
     """vllm_default_max_num_seqs per element (the shape of `memory_gb`), computed once per distinct (memory, GPU,
     release): a batch of thousands of rows has a handful."""
     shape = np.shape(memory_gb)
-    size = int(np.size(memory_gb))
     caps = per_distinct(lambda m, g, v: vllm_default_max_num_seqs(float(m), text(g), text(v)),
                         np.asarray(memory_gb, dtype=float), np.broadcast_to(np.asarray(gpu_names, dtype=object), shape),
                         np.broadcast_to(np.asarray(engine_versions, dtype=object), shape))
-    return caps.reshape(shape) if size else np.zeros(shape)
+    return caps.reshape(shape)
 
 
 def nearest_load(rate: float) -> str:

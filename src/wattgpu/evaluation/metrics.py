@@ -112,8 +112,8 @@ def tau_b(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def _mean_tau(groups) -> float:
-    taus = [tau for true, pred, _ in groups
-            if not (np.all(true == true[0]) or np.all(pred == pred[0])) and not np.isnan(tau := tau_b(true, pred))]
+    """Mean tau over the groups where it is defined (neither ranking constant: tau_b is NaN there)."""
+    taus = [tau for true, pred, _ in groups if not np.isnan(tau := tau_b(true, pred))]
     return float(np.mean(taus)) if taus else float("nan")
 
 

@@ -87,7 +87,7 @@ def training_ranges(rows: pd.DataFrame) -> dict[str, list]:
                 if len(r):
                     out[f"{VERSION}:{engine}"] = [float(r.min()), float(r.max())]
         elif col in rows:
-            v = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
+            v = floats(rows[col])
             v = v[np.isfinite(v)]
             if len(v):
                 out[col] = [float(v.min()), float(v.max())]

@@ -107,9 +107,8 @@ class Predictor:
 
     def features(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Validated rows with the measured idle power of catalog GPUs and every engineered feature."""
-        idle = dict(self.idle_power_w)
-        return engineer(rows, offline_batch=self.offline_batch,
-                        inputs={"gpu_idle_power_w": np.array([idle.get(g, np.nan) for g in rows["gpu"]], dtype=float)})
+        idle = np.array([self.idle_power_w.get(g, np.nan) for g in rows["gpu"]], dtype=float)
+        return engineer(rows, offline_batch=self.offline_batch, inputs={"gpu_idle_power_w": idle})
 
     def _itl(self, featured: pd.DataFrame) -> np.ndarray:
         return shaped_itl(self.models["itl"])(featured)

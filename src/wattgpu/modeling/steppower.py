@@ -26,6 +26,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from wattgpu import physics
+from wattgpu.arrays import floats
 from wattgpu.features import WORKLOAD_POWER
 from wattgpu.modeling.estimator import as_measured_release, measured_releases
 from wattgpu.modeling.steptime import ConvergenceWarning, Memo
@@ -40,8 +41,7 @@ def spec_sheet(rows: pd.DataFrame) -> np.ndarray:
     six standardised specs interpolated the training GPUs and missed a held-out GPU's idle by a quarter (Poisson loads
     at 0.017 req/s are nearly idle); with these two, first-trial steppower went 17.1 -> 13.7 % with a GPU held out and
     22.8 -> 22.4 % with a lab held out (`python scripts/transfer_check.py --target power --candidates steppower`)."""
-    return np.column_stack([1000.0 / pd.to_numeric(rows["gpu_tdp_w"], errors="coerce").to_numpy(dtype=float),
-                            pd.to_numeric(rows["is_gddr"], errors="coerce").to_numpy(dtype=float)])
+    return np.column_stack([1000.0 / floats(rows["gpu_tdp_w"]), floats(rows["is_gddr"])])
 
 
 START = (0.2, 0.5, 0.5)  # idle, memory-bound and compute-bound shares of TDP the fit starts from
@@ -150,8 +150,7 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def _boost_inputs(self, rows: pd.DataFrame) -> pd.DataFrame:
-        return pd.DataFrame({c: pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=float)
-                             for c in WORKLOAD_POWER.columns})
+        return pd.DataFrame({c: floats(rows[c]) for c in WORKLOAD_POWER.columns})
 
     def _specs(self, rows: pd.DataFrame) -> np.ndarray:
         """The standardised spec sheet of requests, within 3 standard deviations of the training GPUs' (the spec

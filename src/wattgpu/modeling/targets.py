@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
+from wattgpu.arrays import floats
 from wattgpu.features import load_scaled_tdp_w
 
 
@@ -32,7 +33,7 @@ class Target:
         if not self.bounded:
             return low, high
         if self.name == "power" and "gpu_tdp_w" in rows:
-            tdp = pd.to_numeric(rows["gpu_tdp_w"], errors="coerce").to_numpy(dtype=float)
+            tdp = floats(rows["gpu_tdp_w"])
             high = np.where(tdp > 0, tdp, np.inf)
         elif self.name != "power" and {"weights_step_s", "running_sequences", "kv_step_per_sequence_s"} <= set(rows):
             floor = physics.memory_step_s(rows["weights_step_s"], rows["running_sequences"],
