@@ -1,5 +1,5 @@
 """Benchmark: the last `make run`'s stage time table, the served champions (one client alone, then 16 clients),
-in-process throughput, and the bad-input corpus's totals over HTTP, the CLI and batch CSV.
+in-process throughput, the command line end to end, and the bad-input corpus's totals over HTTP, the CLI and batch CSV.
 
     python scripts/benchmark.py                       # 16 clients x 60 s against the `make serve` endpoint, in-process rows/s
     python scripts/benchmark.py --duration 10         # a shorter run
@@ -141,12 +141,51 @@ def in_process(batch: list[dict]) -> None:
     for rows in (batch[:1], batch[1:2], batch):
         frame = pd.DataFrame(rows)
         model.predict(frame)
-        n = 5 if len(rows) > 1 else 50
+        n = 15 if len(rows) > 1 else 50  # medians of enough runs that a lingering process (the server) does not set them
         took = _median_seconds(lambda: model.predict(frame), n)
         validate = _median_seconds(lambda: predictor.validate(frame), n)
         what = f"1 row ({rows[0]['scenario']})" if len(rows) == 1 else f"{len(rows):,} rows"
         print(f"{what}: {took * 1e3:.1f} ms, {len(rows) / took:,.0f} rows/s; "
               f"validation {validate * 1e3:.1f} ms ({validate / took:.0%})")
+
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+CLI_RUNS = 5  # timed runs per command, after one untimed run
+
+
+def cli_times() -> None:
+    """`wattgpu` end to end (process start to answer) on the registered champions: a question answered before (the
+    prediction cache), a new question (the models loaded), recommend over the catalog with and without the cache.
+    The cache is a fresh temporary folder; Python's bytecode cache is on (its default: PYTHONDONTWRITEBYTECODE
+    unset), so the untimed first run compiles the package once as a user's first call does."""
+    import tempfile
+
+    wattgpu = [str(Path(sys.executable).with_name("wattgpu"))]
+    predict = [*wattgpu, "predict", "--gpu", "A30", "--llm", LLAMA, "--prompt-tokens", "512", "--output-tokens", "200"]
+    recommend = [*wattgpu, "recommend", "--llm", LLAMA, "--scenario", "offline", "--max-itl-ms", "50"]
+    commands = [  # (label, argv of the i-th run, target s)
+        ("wattgpu --help", lambda i: [*wattgpu, "--help"], None),
+        ("predict, asked before (cached)", lambda i: [*predict, "--concurrency", "64"], 0.5),
+        ("predict, a new question", lambda i: [*predict, "--concurrency", str(65 + i)], 0.5),
+        ("recommend, cached", lambda i: recommend, 0.3),
+        ("recommend, --no-cache", lambda i: [*recommend, "--no-cache"], 2.0),
+    ]
+    print(f"== command line (process start to answer, median of {CLI_RUNS} after one untimed run) ==")
+    with tempfile.TemporaryDirectory() as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"WATTGPU_CACHE": cache}
+        for label, argv, target in commands:
+            subprocess.run(argv(-1), env=env, capture_output=True, check=True)
+            times = []
+            for i in range(CLI_RUNS):
+                start = time.perf_counter()
+                subprocess.run(argv(i), env=env, capture_output=True, check=True)
+                times.append(time.perf_counter() - start)
+            verdict = "" if target is None else f" (target {target:g} s: {'met' if np.median(times) <= target else 'not met'})"
+            print(f"{label:<32} {np.median(times):.2f} s, max {max(times):.2f} s{verdict}")
+    probe = "import time; t = time.perf_counter(); import pandas; print(time.perf_counter() - t)"
+    import_s = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    print(f"of which importing pandas alone: {float(import_s.stdout):.2f} s; a new question also imports "
+          "scikit-learn, SciPy and LightGBM to load the models")
 
 
 def _median_seconds(fn, n: int) -> float:
@@ -215,6 +254,7 @@ def main() -> None:
         stage_times(args.stages)
     serving(args, batch)
     in_process(batch)
+    cli_times()
     bad_input_totals()
 
 

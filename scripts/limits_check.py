@@ -4,7 +4,7 @@ TDP; an ITL no faster than the decode step's weights and KV caches at peak memor
 reports/search/<regime>/predictions.csv (nested selection) and the featured measurements; prints counts. It measures;
 it is not a test.
 
-    python scripts/limits_check.py [--regimes logo lolo loso lopo] [--reports DIR]
+    python scripts/limits_check.py [--regimes logo lolo loso loeo lopo] [--reports DIR]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def outside(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--regimes", nargs="+", default=["logo", "lolo", "loso", "lopo"])
+    parser.add_argument("--regimes", nargs="+", default=["logo", "lolo", "loso", "loeo", "lopo"])
     parser.add_argument("--reports", default=None, help="a reports folder (default: the project's reports/)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)

@@ -1,12 +1,12 @@
-"""Transfer check: candidates with fixed settings (each one's first trial in params.yaml), a lab (LOSO), a GPU (LOGO)
-or each (GPU, LLM) pair of the LOPO regime's folds (reports/search/lopo/folds.csv: the GPU and the LLM both out of
-training) held out, every held-out row asked through the served path (modeling.predictor.served_predictions: a Poisson
+"""Transfer check: candidates with fixed settings (each one's first trial in params.yaml), a lab (LOSO), a GPU (LOGO),
+an engine generation (LOEO) or each (GPU, LLM) pair of the LOPO regime's folds (reports/search/lopo/folds.csv: the GPU
+and the LLM both out of training) held out, every held-out row asked through the served path (modeling.predictor.served_predictions: a Poisson
 load's requests in flight solved by an ITL model fitted on the same training rows). Prints MdAPE % per source and
 pooled: power beside the 0.9 x TDP baseline, ITL beside the unfitted decode-step physics (`itl_physics_s`). No tuning,
 no selection: a quick look at how a candidate transfers, not the nested figures of `dvc repro`
 (reports/search/by_source.csv).
 
-    python scripts/transfer_check.py [--target power] [--regimes loso logo] [--candidates workload steppower lightgbm]
+    python scripts/transfer_check.py [--target power] [--regimes loso loeo logo] [--candidates workload steppower lightgbm]
     python scripts/transfer_check.py --target itl [--regimes loso logo lopo]
 """
 
@@ -20,13 +20,15 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import paths
+from wattgpu.config import Regime
 from wattgpu.evaluation import baselines
+from wattgpu.evaluation.cv import folds
 from wattgpu.evaluation.runner import target_rows
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.predictor import served_predictions
 from wattgpu.stages.search import context, physics_itl_as_served
 
-GROUP = {"loso": "lab", "logo": "gpu"}  # lopo: the LOPO folds' (GPU, LLM) pairs (held_out)
+HELD_OUT = ("loso", "logo", "loeo")  # a lab, a GPU, an engine generation (evaluation.cv); lopo: the LOPO folds' pairs
 COLUMN = {"power": "power_w_per_gpu", "itl": "itl_s"}
 
 
@@ -44,8 +46,12 @@ def held_out(rows: pd.DataFrame, regime: str, root) -> list[tuple[str, np.ndarra
     """(group, training mask, test mask) per held-out group: a lab or a GPU out of training, or a LOPO pair's GPU and
     LLM both out (its test rows: that pair's)."""
     if regime != "lopo":
-        key = rows[GROUP[regime]]
-        return [(g, (key != g).to_numpy(), (key == g).to_numpy()) for g in sorted(key.unique())]
+        out = []
+        for fold in folds(rows, Regime(kind=regime)):
+            train, test = np.zeros(len(rows), dtype=bool), np.zeros(len(rows), dtype=bool)
+            train[fold.train], test[fold.test] = True, True
+            out.append((fold.name, train, test))
+        return out
     with open(root / "reports" / "search" / "lopo" / "folds.csv", newline="") as f:
         pairs = sorted({r["fold"] for r in csv.DictReader(f) if r["selected"] == "True"})
     out = []
@@ -61,7 +67,7 @@ def held_out(rows: pd.DataFrame, regime: str, root) -> list[tuple[str, np.ndarra
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", default="power", choices=sorted(COLUMN))
-    parser.add_argument("--regimes", nargs="+", default=["loso", "logo"], choices=[*sorted(GROUP), "lopo"])
+    parser.add_argument("--regimes", nargs="+", default=["loso", "logo"], choices=[*HELD_OUT, "lopo"])
     parser.add_argument("--candidates", nargs="+", default=None,
                         help="power: workload steppower lightgbm (default); ITL: workload")
     parser.add_argument("--trial", type=int, default=0,

@@ -17,10 +17,9 @@ import typer
 from wattgpu import paths, workload
 from wattgpu.catalogs import edit
 from wattgpu.errors import WattgpuError, os_error_line
-from wattgpu.evaluation.casestudy import load_case
 from wattgpu.planning import planner, resolve, service
 from wattgpu.planning.models import ModelSet
-from wattgpu.reporting import casestudy, console, readme
+from wattgpu.reporting import console, readme
 from wattgpu.stages.worker_cli import search_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0],
@@ -123,9 +122,8 @@ def predict_cmd(
             done = service.predict_csv(model_set, input_csv, output_csv, progress=advance)
         return typer.echo(done, err=True)
     w = _workload(locals())
-    answer = service.predict_one(model_set, resolve.gpu_choice(gpu, gpu_spec, model_set.gpus),
-                                 resolve.llm_choice(llm, llm_config, model_set.llms), w, fractions,
-                                 use_cache=not no_cache)
+    answer = service.predict_one(model_set, resolve.gpu_choice(gpu, gpu_spec, model_set.gpus), resolve.llm_choice(
+        llm, llm_config, model_set.llms), w, fractions, use_cache=not no_cache)
     typer.echo(console.predict_json(answer) if as_json else console.predict_text(answer))
 
 
@@ -203,7 +201,8 @@ def casestudy_cmd(
                                help="comma-separated models, or 'all' [default: nested_selection,paper_replica]"),
 ) -> None:
     """The paper's case study: measured vs leave-one-GPU-out predicted power and ITL in the server scenarios."""
-
+    from wattgpu.evaluation.casestudy import load_case  # here: the other commands do not need it (~15 ms)
+    from wattgpu.reporting import casestudy
     chosen = [m.strip() for m in models.split(",") if m.strip()] if models else None
     table, key = load_case(llm, max_itl_ms, models=chosen)
     if markdown:
@@ -220,6 +219,7 @@ def report_cmd(
     max_itl_ms: float = typer.Option(25.0, "--max-itl-ms", help="latency target in the case-study section (ms)"),
 ) -> None:
     """Write a self-contained HTML report (tables, plots, leaderboard, GPU rankings); works offline."""
+    from wattgpu.evaluation.casestudy import load_case
     from wattgpu.reporting import html
 
     try:

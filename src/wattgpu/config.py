@@ -34,7 +34,7 @@ class Ingest(Strict):
 
 
 class Regime(Strict):
-    kind: Literal["group_kfold", "row_kfold", "logo", "lolo", "lopo", "loso"]
+    kind: Literal["group_kfold", "row_kfold", "logo", "lolo", "lopo", "loso", "loeo"]
     n_splits: int = Field(5, ge=2)
     max_pairs: int | None = Field(None, ge=1)  # lopo: evaluate a seeded sample of pairs (None = all)
     groups: int | None = Field(None, ge=2)  # lolo: hold out this many seeded groups of LLMs (None = one LLM each)

@@ -183,6 +183,17 @@ def engine_generation(engine: str, version: str) -> float:
     return float(sum(number >= version_number(first) for first, _ in generations[1:]))
 
 
+def engine_generation_groups(engines, versions) -> np.ndarray:
+    """Per row, its engine generation as one label, the group the leave-one-engine-generation-out regime holds out:
+    the family and, for a family with several generations (ENGINE_GENERATIONS), the generation ('vllm V0 engine',
+    'vllm V1 engine', 'llama.cpp'); an unstated release counts as the family's first generation (engine_generation)."""
+    def label(engine, version) -> str:
+        name = generation_name(text(engine), engine_generation(text(engine), text(version)))
+        return f"{text(engine)} {name}" if len(ENGINE_GENERATIONS.get(text(engine), ())) > 1 else text(engine)
+
+    return per_distinct(label, engines, versions, dtype=object)
+
+
 def generation_name(engine: str, generation: float) -> str:
     """'V1 engine' for ('vllm', 1); '' for an engine with one generation or no generation."""
     generations = ENGINE_GENERATIONS.get(str(engine))

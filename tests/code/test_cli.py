@@ -103,6 +103,31 @@ def test_predict_cache_gives_the_same_answer(env):
     assert fresh["power_w"] == pytest.approx(json.loads(first.stdout)["prediction"]["power_w"])
 
 
+HEAVY = ("mlflow", "optuna", "dvc", "sklearn", "scipy", "lightgbm", "xgboost", "joblib", "crepes")
+
+
+def _heavy_imports(*args: str) -> list[str]:
+    """The heavy packages a fresh `wattgpu` process imports to run `args` (its environment: this test's)."""
+    import subprocess
+    import sys
+
+    probe = (f"import json, sys\nfrom wattgpu.cli import app\ntry:\n    app({list(args)!r})\nexcept SystemExit as e:\n"
+             f"    assert not e.code, e.code\nheavy = {{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r}\n"
+             "print(json.dumps(sorted(heavy)), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+def test_help_and_a_question_answered_before_load_no_model_library(env):
+    """`wattgpu --help` and a cached `predict` import no model, search or tracking library (each costs a process
+    start 0.1 - 0.6 s); answering a new question does load the models (the probe sees them)."""
+    assert _heavy_imports("--help") == []
+    args = ("predict", "--gpu", "A30", "--llm", LLAMA, "--concurrency", "12", "--prompt-tokens", "300")
+    assert "sklearn" in _heavy_imports(*args)  # a new question: the models are loaded, and cached
+    assert _heavy_imports(*args) == []
+
+
 def test_batch_predict_writes_one_row_per_request(env):
     rows = pd.DataFrame({"gpu": ["A30", "H100 NVL", "L4"], "llm": [LLAMA] * 3,
                          "scenario": ["server_low", "offline", "server"], "request_rate_per_s": [None, None, 1.0]})

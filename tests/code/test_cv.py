@@ -2,11 +2,12 @@
 
 import itertools
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from wattgpu.config import Regime
-from wattgpu.evaluation.cv import check_disjoint, folds
+from wattgpu.evaluation.cv import Fold, check_disjoint, folds
 
 ROWS = pd.DataFrame(
     [{"gpu": g, "llm": m, "rep": r, "lab": "lab1" if g == "A" else "lab2" if m in "wx" else "lab3"}
@@ -63,3 +64,28 @@ def test_loso_holds_out_one_lab_and_trains_on_the_others():
     for f in fs:
         assert set(ROWS["lab"].iloc[f.test]) == {f.name} and f.name not in set(ROWS["lab"].iloc[f.train])
         assert len(f.train) + len(f.test) == len(ROWS)
+
+
+def test_loeo_holds_out_each_generation_of_a_family_measured_in_several_and_nothing_else():
+    """vLLM measured in its V0 and V1 engines: each held out in turn, trained on the other and on every other engine;
+    llama.cpp (one generation) is never held out; an unstated release counts as the family's first generation."""
+    rows = pd.DataFrame({"gpu": list("ABCDEF"), "llm": list("wxyzwx"),
+                         "engine": ["vllm", "vllm", "vllm", "llama.cpp", "tensorrt-llm", "vllm"],
+                         "engine_version": ["0.5.4", "0.14.1", "0.11.0", "", "0.12.0", None]})
+    fs = folds(rows, Regime(kind="loeo"), seed=1)
+    assert [(f.name, sorted(f.test), sorted(f.train)) for f in fs] == [
+        ("vllm V0 engine", [0, 5], [1, 2, 3, 4]), ("vllm V1 engine", [1, 2], [0, 3, 4, 5])]
+    for f in fs:
+        check_disjoint(rows, Regime(kind="loeo"), f)
+    with pytest.raises(AssertionError, match="engine generation"):
+        check_disjoint(rows, Regime(kind="loeo"), Fold("leak", np.array([0, 1]), np.array([5])))
+
+
+def test_loeo_inner_folds_hold_out_engine_generations():
+    from wattgpu.search.nested import inner_folds
+
+    rows = pd.DataFrame({"gpu": list("ABCDEF"), "llm": list("wxyzwx"),
+                         "engine": ["vllm", "vllm", "llama.cpp", "llama.cpp", "tensorrt-llm", "deepspeed"],
+                         "engine_version": ["0.5.4", "0.5.2", "", "", "0.12.0", ""]})
+    inner = inner_folds(rows, Regime(kind="loeo"), 0, seed=1)  # 0 splits: one fold per generation
+    assert sorted(sorted(f.test) for f in inner) == [[0, 1], [2, 3], [4], [5]]

@@ -202,3 +202,18 @@ def test_from_mapping_names_entry_without_file():
     with pytest.raises(CatalogError) as exc:
         GpuSpec.from_mapping({"key": "X"}, entry="spec.yaml")
     assert exc.value.entry == "spec.yaml" and exc.value.field == "display_name"
+
+
+def test_the_same_text_is_parsed_once_and_an_error_still_names_its_file(tmp_path):
+    """The project's catalog and a model folder's copy are one text: one parse per process (a cached `wattgpu
+    predict` reads both); a broken file is still named in its own error, wherever the same text was read before."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    first, second = _write(a, GOOD), _write(b, GOOD)
+    assert load_gpu_catalog(first) is load_gpu_catalog(second)
+    broken = "gpus: [\n"
+    (a / "gpus.yaml").write_text(broken), (b / "gpus.yaml").write_text(broken)
+    for path in (a / "gpus.yaml", b / "gpus.yaml"):
+        with pytest.raises(CatalogError) as exc:
+            load_gpu_catalog(path)
+        assert str(path) in str(exc.value) and "not valid YAML" in str(exc.value)

@@ -137,3 +137,30 @@ def test_calibrate_marks_folds_whose_held_out_family_was_unseen():
     cal = intervals.calibrate(None, rows, y, folds, predictions=[np.ones(2), np.ones(2)])
     assert cal.novel.tolist() == [False, False, True, True] and cal.unit.tolist() == ["a", "a", "g", "g"]
     assert cal.families == ("Intel Gaudi", "NVIDIA")
+
+
+def test_interval_table_reports_a_calibrated_model_that_abstains_on_every_row():
+    """A held-out group no calibration bin speaks for (LOEO's engine generations) gets no band on any row: the
+    selection's table says so (abstained 1.0, coverage 0) instead of dropping the regime; a baseline without bounds
+    stays out."""
+    from wattgpu.evaluation.runner import interval_by_gpu, interval_table
+
+    n = 4
+    rows = pd.DataFrame({"target": "power", "source": "s", "scenario_label": "offline", "y_true": [100.0, 110, 90, 95],
+                         "y_pred": [98.0, 100, 100, 100]})
+    frame = pd.concat([rows.assign(model="sel"), rows.assign(model="baseline")], ignore_index=True)
+    for lv in intervals.LEVELS:
+        frame[f"y_lo_{intervals.level_key(lv)}"] = np.nan
+        frame[f"y_hi_{intervals.level_key(lv)}"] = np.nan
+    assert interval_table(frame) == {}
+    table = interval_table(frame, calibrated=("sel",))
+    assert list(table["power"]) == ["sel"]
+    summary = table["power"]["sel"]["offline"][intervals.level_key(intervals.DEFAULT_LEVEL)]
+    assert (summary["coverage"], summary["abstained"], summary["n_rows"]) == (0.0, 1.0, n)
+    # the per-GPU table (interval_coverage_by_gpu.csv) keeps the GPU as a cell abstained on entirely, and its columns
+    by_gpu = interval_by_gpu(frame.assign(gpu="G"), "sel")
+    assert list(by_gpu.columns) == ["target", "gpu", "group", "level", "coverage", "median_rel_width", "abstained",
+                                    "n_rows"]
+    assert by_gpu[["gpu", "abstained", "n_rows"]].to_dict("list") == {"gpu": ["G"] * 2, "abstained": [1.0] * 2,
+                                                                       "n_rows": [n] * 2}
+    assert list(interval_by_gpu(frame, "sel").columns) == list(by_gpu.columns)  # no `gpu` column: no rows, same header

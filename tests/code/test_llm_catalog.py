@@ -179,6 +179,12 @@ def test_frame_round_trip_through_csv(tmp_path):
     path = tmp_path / "llm_catalog.csv"
     cat.to_frame().to_csv(path, index=False, float_format="%.10g")
     assert list(load_llm_catalog(path)) == list(cat)
+    # the same bytes elsewhere (a model folder's copy of the project's table): read once per process
+    copy = tmp_path / "copy.csv"
+    copy.write_bytes(path.read_bytes())
+    assert load_llm_catalog(copy) is load_llm_catalog(path)
+    path.write_bytes(path.read_bytes().replace(b"acme/rwkv", b"acme/rwkv-2"))  # new content: read anew
+    assert load_llm_catalog(path).keys[-1] == "acme/rwkv-2" and load_llm_catalog(copy).keys[-1] == "acme/rwkv"
 
 
 def test_shipped_config_files_build():

@@ -209,7 +209,7 @@ def test_the_pipeline_reports_coverage_recomputed_from_its_predictions(pipeline)
                 "n_rows": len(sub)}
 
     found = json.loads((pipeline / "reports/search/intervals.json").read_text())
-    assert {"logo", "lolo", "loso", "lopo"} <= set(found)
+    assert {"logo", "lolo", "loso", "loeo", "lopo"} <= set(found)
     for regime, targets in found.items():
         pred = pd.read_csv(pipeline / f"reports/search/{regime}/predictions.csv")
         sel = pred[pred["model"] == SELECTION]

@@ -12,6 +12,8 @@ count where there is one and records which (`params_source`); gaps above 10 % go
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import math
 from collections.abc import Mapping
@@ -439,4 +441,10 @@ def build_llm_catalog(
 def load_llm_catalog(path: Path | str | None = None) -> LlmCatalog:
     """The catalog as written by the `catalog` stage (default: `data/processed/llm_catalog.csv`)."""
     p = paths.resolve(path if path is not None else paths.LLM_CATALOG_TABLE)
-    return LlmCatalog.from_frame(pd.read_csv(p, keep_default_na=True, na_values=[""]))
+    return _catalog_from_csv(p.read_bytes())
+
+
+@functools.lru_cache(maxsize=8)
+def _catalog_from_csv(data: bytes) -> LlmCatalog:
+    """Read once per file content (the project's table and a model folder's copy are the same bytes)."""
+    return LlmCatalog.from_frame(pd.read_csv(io.BytesIO(data), keep_default_na=True, na_values=[""]))

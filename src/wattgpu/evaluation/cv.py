@@ -8,6 +8,10 @@
                from training: a new GPU and a new model at once.
 - loso:        leave one source (lab) out: train on the other labs' measurements, test on one lab's (its engine,
                workloads and measurement method unseen).
+- loeo:        leave one engine generation out: each generation of an engine family measured in more than one
+               (workload.engine_generation_groups: vLLM's V0 and V1 engines) held out in turn, trained on every other
+               row (the family's other generations included): the engine a planner asks about is newer, or older,
+               than the measured ones. Rows of a family measured in one generation are never tested.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from sklearn.model_selection import GroupKFold, KFold
 
 from wattgpu.config import Regime, Search
 from wattgpu.errors import WattgpuError
+from wattgpu.workload import engine_generation_groups
 
 
 @dataclass(frozen=True)
@@ -60,14 +65,12 @@ def folds(rows: pd.DataFrame, regime: Regime, seed: int = 42) -> list[Fold]:
         pair = rows["gpu"].astype(str) + "|" + rows["llm"].astype(str)
         gkf = GroupKFold(n_splits=regime.n_splits, shuffle=True, random_state=seed)
         return [Fold(f"fold{i}", tr, te) for i, (tr, te) in enumerate(gkf.split(np.arange(n), groups=pair))]
-    if regime.kind == "logo":
-        return list(_leave_one_out(rows["gpu"]))
-    if regime.kind == "lolo":
-        if regime.groups is not None:
-            return list(_leave_group_out(rows["llm"], regime.groups, seed))
-        return list(_leave_one_out(rows["llm"]))
-    if regime.kind == "loso":
-        return list(_leave_one_out(rows["lab"]))
+    if regime.kind == "lolo" and regime.groups is not None:
+        return list(_leave_group_out(rows["llm"], regime.groups, seed))
+    if regime.kind in ("logo", "lolo", "loso"):
+        return list(_leave_one_out(pd.Series(group_keys(rows, regime.kind))))
+    if regime.kind == "loeo":
+        return _leave_generation_out(rows)
     if regime.kind == "lopo":
         gpu, llm = rows["gpu"].to_numpy(), rows["llm"].to_numpy()
         pairs = sorted(set(zip(gpu, llm)))
@@ -81,6 +84,25 @@ def folds(rows: pd.DataFrame, regime: Regime, seed: int = 42) -> list[Fold]:
             out.append(Fold(f"{g}|{m}", train, test))
         return out
     raise ValueError(f"unknown regime kind {regime.kind!r}")
+
+
+def _leave_generation_out(rows: pd.DataFrame) -> list[Fold]:
+    """One fold per engine generation of a family measured in more than one (vLLM's V0 and V1 engines): that
+    generation's rows held out, every other row trained on. A family measured in one generation only is never held out:
+    without it nothing tells the fold what a generation changes, only what an unmeasured family would be."""
+    keys, family = group_keys(rows, "loeo"), rows["engine"].astype(str).to_numpy()
+    generations = pd.Series(keys).groupby(family).nunique()
+    held = np.isin(family, generations.index[generations > 1])
+    return [Fold(str(k), np.flatnonzero(keys != k), np.flatnonzero(keys == k)) for k in sorted(set(keys[held]))]
+
+
+def group_keys(rows: pd.DataFrame, kind: str) -> np.ndarray:
+    """The group each row belongs to under a leave-one-group-out regime (logo, lolo, loso, loeo): its GPU, LLM, lab,
+    or engine generation (workload.engine_generation_groups; rows without `engine_version`: each family's first)."""
+    if kind == "loeo":
+        versions = rows["engine_version"].to_numpy() if "engine_version" in rows else np.full(len(rows), "", object)
+        return engine_generation_groups(rows["engine"].to_numpy(), versions)
+    return rows[{"logo": "gpu", "lolo": "llm", "loso": "lab"}[kind]].to_numpy(dtype=object)
 
 
 def outer_regime(search: Search, name: str) -> Regime:
@@ -101,8 +123,9 @@ def check_disjoint(rows: pd.DataFrame, regime: Regime, fold: Fold) -> None:
         assert not set(train["gpu"]) & set(test["gpu"]), f"{fold.name}: GPU seen in training"
     if regime.kind in ("lolo", "lopo"):
         assert not set(train["llm"]) & set(test["llm"]), f"{fold.name}: LLM seen in training"
-    if regime.kind == "loso":
-        assert not set(train["lab"]) & set(test["lab"]), f"{fold.name}: lab seen in training"
+    if regime.kind in ("loso", "loeo"):
+        assert not set(group_keys(train, regime.kind)) & set(group_keys(test, regime.kind)), \
+            f"{fold.name}: its {'lab' if regime.kind == 'loso' else 'engine generation'} seen in training"
     if regime.kind == "group_kfold":
         pairs = lambda f: set(zip(f["gpu"], f["llm"]))  # noqa: E731
         assert not pairs(train) & pairs(test), f"{fold.name}: (GPU, LLM) pair on both sides"

@@ -65,16 +65,18 @@ def metrics_table(predictions: pd.DataFrame) -> dict:
     return out
 
 
-def interval_table(predictions: pd.DataFrame) -> dict:
+def interval_table(predictions: pd.DataFrame, calibrated: tuple[str, ...] = ()) -> dict:
     """{target: {model: {group: {level %: coverage summary}}}} for the models with intervals (y_lo_<level> columns),
-    per scoring group (the paper's offline / server and each other source), per source and over all rows."""
+    per scoring group (the paper's offline / server and each other source), per source and over all rows. A model
+    named in `calibrated` is reported even where it abstains on every row (its summary says so); another model whose
+    bounds are all missing has no intervals and is left out."""
     out: dict = {}
     levels = [lv for lv in intervals.LEVELS if f"y_lo_{intervals.level_key(lv)}" in predictions]
     if not levels:
         return out
     for (target, model), g in predictions.groupby(["target", "model"], sort=True):
         first = f"y_lo_{intervals.level_key(levels[0])}"
-        if g[first].isna().all():
+        if g[first].isna().all() and model not in calibrated:
             continue
         labels = metrics.score_groups(g)
         groups = {str(k): labels == k for k in np.unique(labels)}
@@ -91,18 +93,20 @@ def interval_table(predictions: pd.DataFrame) -> dict:
 
 def interval_by_gpu(predictions: pd.DataFrame, model: str, by: str = "gpu") -> pd.DataFrame:
     """Coverage per (target, `by` (the GPU, or `llm_family`), scoring group, level) of one model's intervals, beside
-    the band's median relative width and the share abstained: the per-GPU plot's table."""
+    the band's median relative width and the share abstained: the per-GPU plot's table. A unit the model abstains on
+    entirely is a row too (abstained 1.0); the columns are there even when no row is."""
     parts = []
+    columns = ["target", by, "group", "level", "coverage", "median_rel_width", "abstained", "n_rows"]
     g = predictions[predictions["model"] == model]
     if by not in g:
-        return pd.DataFrame(parts)
+        return pd.DataFrame(parts, columns=columns)
     for lv in intervals.LEVELS:
         key = intervals.level_key(lv)
-        if f"y_lo_{key}" not in g or g[f"y_lo_{key}"].isna().all():
+        if f"y_lo_{key}" not in g:
             continue
         frame = g.assign(group=metrics.score_groups(g))
         for (target, unit, group), sub in frame.groupby(["target", by, "group"], sort=True):
             parts.append({"target": target, by: unit, "group": group, "level": key,
                           **intervals.coverage_summary(sub["y_true"], sub[f"y_lo_{key}"], sub[f"y_hi_{key}"],
                                                        sub["y_pred"])})
-    return pd.DataFrame(parts)
+    return pd.DataFrame(parts, columns=columns)

@@ -19,8 +19,6 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-import joblib
-
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.errors import WattgpuError
@@ -41,6 +39,8 @@ def save_model_dir(path: Path, estimator, gpus_file: Path, llms_file: Path, meta
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
+    import joblib  # here, not at the top: a cached `wattgpu predict` never loads a model (~35 ms of imports)
+
     joblib.dump(estimator, path / ESTIMATOR)
     shutil.copyfile(gpus_file, path / GPUS)
     shutil.copyfile(llms_file, path / LLMS)
@@ -111,6 +111,8 @@ def load_model_dir(path: Path):
     incomplete or unreadable, naming the file."""
     path = Path(path)
     meta = read_meta(path)
+    import joblib
+
     with _reading(path, ESTIMATOR) as file:
         estimator = joblib.load(file)
         if not hasattr(estimator, "predict"):

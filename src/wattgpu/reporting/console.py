@@ -8,17 +8,24 @@ import math
 from typing import Any
 
 import pandas as pd
-from rich.console import Console
-from rich.table import Table
 
 from wattgpu import workload
-from wattgpu.evaluation.casestudy import verdicts
 from wattgpu.planning import planner
 from wattgpu.planning.service import PredictAnswer, RecommendAnswer, memory_rule
 
 
-def console(min_width: int = 150) -> Console:
-    return Console(width=max(min_width, Console().width))
+def console(min_width: int = 150, width: int | None = None):
+    """A rich console at least `min_width` wide (or exactly `width`). rich is imported where a table is drawn, not at
+    the top: `predict`'s plain text never needs it (~15 ms of a cached `wattgpu predict`)."""
+    from rich.console import Console
+
+    return Console(width=width or max(min_width, Console().width))
+
+
+def _table(title: str, **options):
+    from rich.table import Table
+
+    return Table(title=title, **options)
 
 
 def to_json(obj: Any) -> str:
@@ -128,7 +135,7 @@ def print_recommendation(a: RecommendAnswer) -> None:
     lvl = f"{100 * c.confidence:g} %"
     budget = f" | power budget {c.budget_phrase()}" if c.max_power_w is not None else ""
     pue = f" | PUE {k.pue:g}" if k.pue != 1 else ""
-    table = Table(title=f"{a.llm} | {workload.describe(a.workload)} | ITL target {rec.max_itl_ms:g} ms at the {lvl} "
+    table = _table(f"{a.llm} | {workload.describe(a.workload)} | ITL target {rec.max_itl_ms:g} ms at the {lvl} "
                   f"upper bound{budget}{pue} | ranked by {k.objective}; ranges: {lvl} intervals", title_justify="left")
     cost_col = "total_cost_per_mtok" if k.objective == "total-cost" or (
         k.price_per_kwh is not None and k.gpu_price_per_hour is not None) else (
@@ -172,9 +179,11 @@ def print_recommendation(a: RecommendAnswer) -> None:
 
 
 def print_casestudy(table: pd.DataFrame, llm: str, max_itl_ms: float) -> None:
+    from wattgpu.evaluation.casestudy import verdicts  # only this view needs the case study's module
+
     out = console()
     for model, t in table.groupby("model", sort=False):
-        rt = Table(title=f"{llm}: {model}, each GPU predicted by a model trained without it (LOGO)", title_justify="left")
+        rt = _table(f"{llm}: {model}, each GPU predicted by a model trained without it (LOGO)", title_justify="left")
         for c in ("GPU", "scenario", "W meas.", "W pred.", "ITL ms meas.", "ITL ms pred.", "J/tok meas.",
                   "J/tok pred.", f"<= {max_itl_ms:g} ms meas./pred."):
             rt.add_column(c, justify="left" if c in ("GPU", "scenario") else "right")
@@ -189,7 +198,7 @@ def print_casestudy(table: pd.DataFrame, llm: str, max_itl_ms: float) -> None:
 
 
 def print_results(verdict: dict, registry: dict | None) -> None:
-    table = Table(title="Nested MdAPE: rows no training, tuning or selection saw", title_justify="left")
+    table = _table("Nested MdAPE: rows no training, tuning or selection saw", title_justify="left")
     for col in ("target", "regime", "scenario", "nested selection", "paper replica", "beats replica"):
         table.add_column(col, justify="left" if col in ("target", "regime", "scenario") else "right")
     for target in ("power", "itl"):
@@ -209,12 +218,12 @@ def print_catalog(frame: pd.DataFrame, kind: str) -> None:
     cols = (["key", "vendor", "architecture", "release_year", "tdp_w", "memory_gb", "memory_bandwidth_gb_s",
              "fp16_tensor_tflops"] if kind == "gpus" else
             ["key", "family", "total_params_b", "active_params_b", "num_layers", "hidden_size", "num_kv_heads", "is_moe"])
-    table = Table(title=f"{len(frame)} {kind}")
+    table = _table(f"{len(frame)} {kind}")
     for c in cols:
         table.add_column(c, overflow="fold")
     for _, r in frame[cols].iterrows():
         table.add_row(*["" if v is None or v != v else str(v) for v in r])
-    Console(width=200).print(table)
+    console(width=200).print(table)
 
 
 def entry_text(data: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ import pandas as pd
 from sklearn.model_selection import KFold
 
 from wattgpu.config import AlgorithmSpace, Regime
-from wattgpu.evaluation.cv import Fold, folds
+from wattgpu.evaluation.cv import Fold, folds, group_keys
 from wattgpu.evaluation.leaderboard import PLAIN_SELECTION, SELECTION
 from wattgpu.evaluation.metrics import score_groups
 from wattgpu.evaluation.predictions import prediction_frame
@@ -53,8 +53,8 @@ def inner_folds(rows: pd.DataFrame, regime: Regime, n_splits: int, seed: int) ->
     """Folds of (outer-training) `rows`, positions relative to `rows`, grouped as `regime` groups test rows."""
     gpu, llm = rows["gpu"].to_numpy(dtype=object), rows["llm"].to_numpy(dtype=object)
     out: list[Fold] = []
-    if regime.kind in ("logo", "lolo", "loso"):
-        keys = {"logo": gpu, "lolo": llm, "loso": rows["lab"].to_numpy(dtype=object)}[regime.kind]
+    if regime.kind in ("logo", "lolo", "loso", "loeo"):
+        keys = group_keys(rows, regime.kind)
         for i, group in enumerate(_chunks(keys, n_splits, seed)):
             test = np.isin(keys, group)
             out.append(Fold(f"inner{i}", np.flatnonzero(~test), np.flatnonzero(test)))

@@ -62,6 +62,7 @@ STUDY_CODE = ("wattgpu.search.nested", "wattgpu.evaluation.runner")
 # Slowest first, so that two workers finish together.
 COST_ORDER = ("workload", "steppower", "extra_trees", "xgboost", "physics", "lightgbm", "knn", "spline_ridge")
 INNER_CV = {"logo": "GPU groups held out", "lolo": "LLM groups held out", "loso": "labs held out",
+            "loeo": "engine generations held out",
             "lopo": "a GPU group x an LLM group held out, trained on rows with neither",
             "group_kfold": "(GPU, LLM) pairs held out", "row_kfold": "rows held out"}
 
@@ -196,7 +197,7 @@ def run_regime(name: str) -> dict:
               "setup": setup, "rows": {t: len(r) for t, r in rows.items()},
               "tested_rows": {t: len(tested_positions(plans[t])) for t in rows},
               "metrics": metrics_table(pred), "paper_metrics": metrics_table(paper), "selected": selected,
-              "intervals": interval_table(pred[pred["model"] == leaderboard.SELECTION]),
+              "intervals": interval_table(pred[pred["model"] == leaderboard.SELECTION], (leaderboard.SELECTION,)),
               "search_depth": leaderboard.search_depth(pd.DataFrame(fold_rows)),
               "interval_groups": {by: leaderboard.group_coverage(t, by) for by, t in by_unit.items()}}
     out = paths.resolve(paths.SEARCH_DIR / name, root)
