@@ -1,7 +1,8 @@
 """Transfer check: candidates with fixed settings (each one's first trial in params.yaml), a lab (LOSO), a GPU (LOGO),
 an engine generation (LOEO) or each (GPU, LLM) pair of the LOPO regime's folds (reports/search/lopo/folds.csv: the GPU
-and the LLM both out of training) held out, every held-out row asked through the served path (modeling.predictor.served_predictions: a Poisson
-load's requests in flight solved by an ITL model fitted on the same training rows). Prints MdAPE % per source and
+and the LLM both out of training) held out, every held-out row asked through the served path
+(modeling.predictor.served_predictions: a Poisson load's requests in flight solved by an ITL model fitted on the same
+training rows). Prints MdAPE % per source and
 pooled: power beside the 0.9 x TDP baseline, ITL beside the unfitted decode-step physics (`itl_physics_s`). No tuning,
 no selection: a quick look at how a candidate transfers, not the nested figures of `dvc repro`
 (reports/search/by_source.csv).
@@ -43,8 +44,8 @@ def mdape(y: np.ndarray, pred: np.ndarray) -> float:
 
 
 def held_out(rows: pd.DataFrame, regime: str, root) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(group, training mask, test mask) per held-out group: a lab or a GPU out of training, or a LOPO pair's GPU and
-    LLM both out (its test rows: that pair's)."""
+    """(group, training mask, test mask) per held-out group: a lab, a GPU or an engine generation out of training (the
+    regime's folds, evaluation.cv.folds), or a LOPO pair's GPU and LLM both out (its test rows: that pair's)."""
     if regime != "lopo":
         out = []
         for fold in folds(rows, Regime(kind=regime)):
