@@ -85,7 +85,7 @@ def in_process(repeats: int, say) -> None:
 
 
 def over_http(repeats: int, say) -> None:
-    from wattgpu.ui.server import PageServer
+    from harness import PageServer
 
     with PageServer() as srv:
         say("== over HTTP (POST /api/<question> to `wattgpu ui` on 127.0.0.1) ==")

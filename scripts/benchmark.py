@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import requests
+from bad_input_corpus import corpus_summary, corpus_totals
+from harness import Server
 
 from wattgpu import paths, tracking
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
-from wattgpu.serving.server import Server
 from wattgpu.workload import PRESETS
 
 MAX_REQUESTS_PER_CLIENT = 100_000  # a bound on each client's loop beside its time
@@ -225,12 +226,9 @@ def recorded_stage_table() -> None:
 
 
 def bad_input_totals() -> None:
-    """Every case of the bad-input corpus (tests/bad_inputs) through HTTP, the CLI and batch CSV, on this project's
-    champions: how many are answered as they must be."""
+    """Every case of the bad-input corpus (tests/bad_inputs, scripts/bad_input_corpus.py) through HTTP, the CLI and
+    batch CSV, on this project's champions: how many are answered as they must be."""
     import tempfile
-
-    sys.path.insert(0, str(paths.project_root()))
-    from tests.integration.test_bad_input import corpus_summary, corpus_totals
 
     print("== bad input ==")
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,3 +25,16 @@ def test_every_wattgpu_command_the_readme_shows_exists(root):
     for command, sub in shown:
         args = [command, *([sub] if command == "catalog" and sub else []), "--help"]
         assert runner.invoke(app, args).exit_code == 0, args
+
+
+def test_every_environment_variable_the_code_reads_is_in_the_readme_table():
+    """The README's "Environment variables" table lists each WATTGPU_* variable the package, the scripts or the
+    Makefile use, and nothing they no longer use."""
+    from tests.conftest import ROOT
+
+    code = [*(ROOT / "src").rglob("*.py"), *(ROOT / "scripts").glob("*.py"), ROOT / "Makefile"]
+    used = {v for f in code for v in re.findall(r"\bWATTGPU_[A-Z_]+\b", f.read_text())}
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## Environment variables\n", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"`(WATTGPU_[A-Z_]+)`", table))
+    assert len(used) >= 10 and used == listed

@@ -347,3 +347,18 @@ def test_the_champion_loads_as_a_pyfunc_model_and_rejects_a_bad_request(pipeline
     assert err.value.get_http_status_code() == 400
     body = json.loads(err.value.serialize_as_json())
     assert body["field"] == "gpu" and "unknown GPU 'RTX 9999'" in body["detail"] and "Traceback" not in body["message"]
+
+
+def test_the_served_champions_are_the_names_params_yaml_registers(tmp_path, monkeypatch):
+    """`make serve` (serving.app) serves the registered names of the project's params.yaml, not built-in ones."""
+    from tests.conftest import ROOT
+    from wattgpu.serving.app import champion_uris
+
+    text = (ROOT / "params.yaml").read_text()
+    assert "names: {power: wattgpu-power, itl: wattgpu-itl}" in text
+    (tmp_path / "params.yaml").write_text(text.replace("names: {power: wattgpu-power, itl: wattgpu-itl}",
+                                                       "names: {power: site-power, itl: site-itl}"))
+    monkeypatch.setenv("WATTGPU_ROOT", str(tmp_path))
+    assert champion_uris(alias="staging") == {"power": "models:/site-power@staging", "itl": "models:/site-itl@staging"}
+    monkeypatch.setenv("WATTGPU_ROOT", str(tmp_path / "elsewhere"))  # no params.yaml: the defaults
+    assert champion_uris() == {"power": "models:/wattgpu-power@champion", "itl": "models:/wattgpu-itl@champion"}

@@ -17,7 +17,7 @@ import pytest
 import requests
 import yaml
 
-from wattgpu.serving.server import Server, free_port
+from harness import Server, free_port
 
 pytestmark = pytest.mark.slow
 

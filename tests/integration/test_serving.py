@@ -14,7 +14,7 @@ import pytest
 
 from wattgpu import tracking
 from wattgpu.config import Registry
-from wattgpu.serving.server import Server
+from harness import Server
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from tests.code.test_cli import LLAMA, MEASURED_GPUS, gpu_spec_yaml, llm_config_json
 from wattgpu.cli import app
-from wattgpu.ui.server import PageServer
+from harness import PageServer
 
 pytestmark = pytest.mark.slow
 

@@ -21,18 +21,24 @@ import json
 import os
 import re
 
-from wattgpu import tracking
-from wattgpu.config import Registry
+from wattgpu import paths, tracking
+from wattgpu.config import Registry, load_params
 
 MAX_BODY_BYTES = 8 * 2**20  # about 40,000 request rows of JSON; a larger batch is split by the client
 MAX_MESSAGE_CHARS = 500  # an error message longer than this is cut (it may echo a large bad value)
 HOST = "127.0.0.1"
-ENV_MAX_BODY = "WATTGPU_MAX_BODY_BYTES"
+# How `main` hands its settings to the uvicorn workers it starts (each imports `create_app` afresh): JSON,
+# {"uris": {target: model URI}, "max_body_bytes": N}. Set by `main`, not a user setting.
+SERVE_ENV = "WATTGPU_SERVE"
 
 
 def champion_uris(registry: Registry | None = None, alias: str = "champion") -> dict[str, str]:
-    """target -> `models:/<registered name>@<alias>`."""
-    names = (registry or Registry()).names
+    """target -> `models:/<registered name>@<alias>`, the names from `registry`, else from the project's params.yaml
+    (`registry.names`: the names `dvc repro` registered under), else the defaults."""
+    if registry is None:
+        params = paths.resolve(paths.PARAMS)
+        registry = load_params(params).registry if params.exists() else Registry()
+    names = registry.names
     return {target: f"models:/{name}@{alias}" for target, name in names.items()}
 
 
@@ -53,9 +59,9 @@ def create_app():
     """The ASGI app uvicorn runs (a factory: each worker loads the models once)."""
     from mlflow.pyfunc import scoring_server
 
-    uris = json.loads(os.environ["WATTGPU_SERVE_URIS"]) if os.environ.get("WATTGPU_SERVE_URIS") else champion_uris()
-    return Guard(scoring_server.init(load_champions(uris)),
-                 int(os.environ.get(ENV_MAX_BODY, MAX_BODY_BYTES)))
+    settings = json.loads(os.environ.get(SERVE_ENV) or "{}")
+    return Guard(scoring_server.init(load_champions(settings.get("uris") or champion_uris())),
+                 int(settings.get("max_body_bytes", MAX_BODY_BYTES)))
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
@@ -310,8 +316,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--alias", default="champion", help="registry alias to serve for both targets")
     parser.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES)
     args = parser.parse_args(argv)
-    os.environ["WATTGPU_SERVE_URIS"] = json.dumps(champion_uris(alias=args.alias))
-    os.environ[ENV_MAX_BODY] = str(args.max_body_bytes)
+    os.environ[SERVE_ENV] = json.dumps({"uris": champion_uris(alias=args.alias), "max_body_bytes": args.max_body_bytes})
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     uvicorn.run("wattgpu.serving.app:create_app", factory=True, host=HOST, port=args.port, workers=args.workers,
                 log_level="warning", access_log=False)

@@ -115,7 +115,7 @@ def create_app(models_dir: Path | None = None) -> FastAPI:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
 
     @app.get("/ping")
-    def ping() -> Response:  # ready: the champions are loaded (serving.server.Server waits for it)
+    def ping() -> Response:  # ready: the champions are loaded (scripts/harness.py's PageServer waits for it)
         return Response("ok\n", media_type="text/plain")
 
     @app.get("/static/plotly.min.js")

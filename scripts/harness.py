@@ -1,5 +1,6 @@
-"""A real serving process on 127.0.0.1, for the serving tests and the benchmark: `mlflow models serve` for one
-model URI, or (`Server.champions`) the endpoint `make serve` starts, both champions behind one URL (serving.app).
+"""Real serving processes on 127.0.0.1, for the tests and the benchmarks (a harness, not part of the package):
+`mlflow models serve` for one model URI, (`Server.champions`) the endpoint `make serve` starts, both champions
+behind one URL (wattgpu.serving.app), or (`PageServer`) the planner page `wattgpu ui` serves.
 
 Started in its own process group (the scoring server runs uvicorn workers as children), it is stopped by
 that group's id: SIGTERM, then SIGKILL if it has not exited within `stop_timeout_s`.
@@ -120,3 +121,16 @@ class Server:
         self.session.close()
         self.log.close()
         Path(self.log.name).unlink(missing_ok=True)
+
+
+class PageServer(Server):
+    """The planner page's server: `wattgpu ui` on a free port, started and stopped as the model endpoints are.
+    `with PageServer(models_dir) as srv: srv.url` (the environment's WATTGPU_ROOT and WATTGPU_CACHE apply)."""
+
+    def __init__(self, models_dir: Path | None = None, **kwargs):
+        super().__init__(None, "", **kwargs)
+        self.models_dir = models_dir
+
+    def command(self) -> list[str]:
+        models = ["--models", str(self.models_dir)] if self.models_dir is not None else []
+        return [str(Path(sys.executable).with_name("wattgpu")), "ui", "--port", str(self.port), *models]
