@@ -4,8 +4,9 @@ starts, and prints how long each took (the gap to the next stage's start, DVC's 
     python scripts/repro_timed.py            # the whole pipeline (what `make run` runs)
     python scripts/repro_timed.py -s register
 
-The table is also written to .timings/repro.json (git-ignored), which `make bench` prints. It measures; it is not
-a test.
+The table is also written to .timings/repro.json (git-ignored), which `make bench` prints, when a stage ran (a
+repro with every stage unchanged keeps the last record). `-h` / `--help` prints this and runs nothing. It measures;
+it is not a test.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def table(record: dict) -> str:
 
 
 def main(args: list[str]) -> int:
+    if {"-h", "--help"} & set(args):
+        print(__doc__)
+        return 0
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     t0 = time.perf_counter()
     marks: list[tuple[str, float]] = []
@@ -53,9 +57,9 @@ def main(args: list[str]) -> int:
     record = {"args": args, "started": started, "returncode": proc.returncode, "total_s": round(end - t0, 1),
               "stages": {name: round(stop - start, 1) for (name, start), stop in zip(marks, ends)},
               "skipped": skipped}
-    RECORD.parent.mkdir(exist_ok=True)
-    RECORD.write_text(json.dumps(record, indent=2) + "\n")
     if marks:
+        RECORD.parent.mkdir(exist_ok=True)
+        RECORD.write_text(json.dumps(record, indent=2) + "\n")
         print(table(record))
     return proc.returncode
 

@@ -188,16 +188,17 @@ def engine_generation_groups(engines, versions) -> np.ndarray:
     the family and, for a family with several generations (ENGINE_GENERATIONS), the generation ('vllm V0 engine',
     'vllm V1 engine', 'llama.cpp'); an unstated release counts as the family's first generation (engine_generation)."""
     def label(engine, version) -> str:
-        name = generation_name(text(engine), engine_generation(text(engine), text(version)))
-        return f"{text(engine)} {name}" if len(ENGINE_GENERATIONS.get(text(engine), ())) > 1 else text(engine)
+        family = text(engine)
+        name = generation_name(family, engine_generation(family, text(version)))
+        return f"{family} {name}" if name else family
 
     return per_distinct(label, engines, versions, dtype=object)
 
 
 def generation_name(engine: str, generation: float) -> str:
     """'V1 engine' for ('vllm', 1); '' for an engine with one generation or no generation."""
-    generations = ENGINE_GENERATIONS.get(str(engine))
-    if generations is None or not math.isfinite(generation):
+    generations = ENGINE_GENERATIONS.get(str(engine), ())
+    if len(generations) < 2 or not math.isfinite(generation):
         return ""
     return generations[int(min(max(generation, 0), len(generations) - 1))][1]
 

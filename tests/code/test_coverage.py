@@ -35,3 +35,25 @@ def test_an_architecture_no_measured_gpu_has_extrapolates_inside_the_spec_ranges
     assert coverage.outside({"gpu_tdp_w": 500.0, "gpu_architecture": "Blackwell"}, ranges, coverage.GPU_COLUMNS) == [
         "GPU architecture Blackwell: none measured (Hopper, Volta)"]
     assert coverage.outside({"gpu_tdp_w": 500.0, "gpu_architecture": "Hopper"}, ranges) == []
+
+
+def test_gpus_per_replica_are_ranged_per_engine_generation():
+    """FIXTURE rows: vLLM's V0 engine measured on 1 - 8 GPUs, its V1 engine on one GPU only (as in the sources: Watt
+    Counts' vLLM 0.14.1). An 8-GPU replica on the V1 engine (or on SGLang, answered as it) extrapolates although 8 GPUs
+    were measured with V0; on V0 it does not; a replica larger than every measured one gets the one note over all rows."""
+    rows = pd.DataFrame({"engine": ["vllm", "vllm", "vllm", "llama.cpp"], "engine_version": ["0.4.2", "", "0.14.1", ""],
+                         "n_gpus": [1.0, 8.0, 1.0, 2.0]})
+    ranges = coverage.training_ranges(rows)
+    assert {k: v for k, v in ranges.items() if k.startswith("n_gpus")} == {
+        "n_gpus": [1.0, 8.0], "n_gpus:llama.cpp": [2.0, 2.0], "n_gpus:vllm V0 engine": [1.0, 8.0],
+        "n_gpus:vllm V1 engine": [1.0, 1.0]}
+    asked = pd.DataFrame({"engine": ["vllm", "vllm", "sglang", "vllm", "llama.cpp"],
+                          "engine_version": ["0.14.1", "0.6.0", "0.5.21", "0.14.1", ""],
+                          "n_gpus": [8.0, 8.0, 4.0, 1.0, 1.0]})
+    assert coverage.outside_mask(asked, ranges).tolist() == [True, False, True, False, True]
+    assert coverage.outside({"engine": "vllm", "engine_version": "0.14.1", "n_gpus": 8.0}, ranges) == [
+        "GPUs per replica 8 > 1 measured with vllm V1 engine"]
+    assert coverage.outside({"engine": "vllm", "engine_version": "0.6.0", "n_gpus": 8.0}, ranges) == []
+    assert coverage.outside({"engine": "vllm", "engine_version": "0.14.1", "n_gpus": 16.0}, ranges) == [
+        "GPUs per replica 16 > 8 measured"]
+    assert coverage.narrowest([ranges, {"n_gpus:vllm V1 engine": [1.0, 2.0]}])["n_gpus:vllm V1 engine"] == [1.0, 1.0]

@@ -35,17 +35,15 @@ class Fold:
     test: np.ndarray
 
 
-def _leave_one_out(keys: pd.Series) -> Iterator[Fold]:
-    values = keys.to_numpy()
+def _leave_one_out(values: np.ndarray) -> Iterator[Fold]:
     for key in sorted(pd.unique(values)):
         test = np.flatnonzero(values == key)
         yield Fold(str(key), np.flatnonzero(values != key), test)
 
 
-def _leave_group_out(keys: pd.Series, n_groups: int, seed: int) -> Iterator[Fold]:
+def _leave_group_out(values: np.ndarray, n_groups: int, seed: int) -> Iterator[Fold]:
     """The distinct keys shuffled (seeded) into `n_groups` groups; each group held out once (named by its first key
     and how many it holds)."""
-    values = keys.to_numpy()
     unique = np.array(sorted(pd.unique(values)), dtype=object)
     order = np.random.default_rng(seed).permutation(len(unique))
     for part in np.array_split(order, min(n_groups, len(unique))):
@@ -66,9 +64,9 @@ def folds(rows: pd.DataFrame, regime: Regime, seed: int = 42) -> list[Fold]:
         gkf = GroupKFold(n_splits=regime.n_splits, shuffle=True, random_state=seed)
         return [Fold(f"fold{i}", tr, te) for i, (tr, te) in enumerate(gkf.split(np.arange(n), groups=pair))]
     if regime.kind == "lolo" and regime.groups is not None:
-        return list(_leave_group_out(rows["llm"], regime.groups, seed))
+        return list(_leave_group_out(rows["llm"].to_numpy(), regime.groups, seed))
     if regime.kind in ("logo", "lolo", "loso"):
-        return list(_leave_one_out(pd.Series(group_keys(rows, regime.kind))))
+        return list(_leave_one_out(group_keys(rows, regime.kind)))
     if regime.kind == "loeo":
         return _leave_generation_out(rows)
     if regime.kind == "lopo":

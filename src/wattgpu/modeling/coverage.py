@@ -8,7 +8,11 @@ recorded (`gpu_architecture`): a GPU of an architecture no measured GPU has (Bla
 even where its spec sheet lies inside the ranges, and its band is calibrated on the errors of held-out GPUs whose
 architecture was unseen in their fold (modeling.intervals): the held-out GPUs that missed most under LOGO (V100,
 T4, the AMD GPUs) were each the only one of its architecture. A replica shape no source measured (expert parallel, DP
-attention, speculative decoding) is flagged too (`shape_note`): answered from the physics.
+attention, speculative decoding) is flagged too (`shape_note`): answered from the physics. The GPUs per replica are
+recorded per engine generation too (`n_gpus:<generation>`): how a replica splits over tensor- or pipeline-parallel
+GPUs depends on the engine's all-reduce and scheduling, and a generation measured on one GPU only (vLLM's V1
+engine: Watt Counts) learned its multi-GPU cost from other engines' rows, so an 8-GPU replica on it extrapolates
+even where 8 GPUs were measured with another engine.
 """
 
 from __future__ import annotations
@@ -20,13 +24,14 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.arrays import floats, text
+from wattgpu.arrays import floats, per_distinct, text
 from wattgpu.workload import (
     ENGINE_PROXIES,
     PRECISION_BYTES,
     PROXY_FAMILY,
     SPECULATIVE,
     engine_generation,
+    engine_generation_groups,
     generation_name,
     measured_engine,
     shape_words,
@@ -55,13 +60,31 @@ ARCHITECTURE = "gpu_architecture"  # the one categorical entry: the sorted names
 GPU_COLUMNS = tuple(c for c in COLUMNS if c.startswith("gpu_"))
 
 
-VERSION = "engine_version_num"
+VERSION = "engine_version_num"  # ranged per engine family (`engine_version_num:vllm`): releases of two engines do not compare
+REPLICA = "n_gpus"  # ranged over every row and per engine generation (`n_gpus:vllm V1 engine`)
+QUALIFIED = (VERSION, REPLICA)
 
 
-def _per_engine(col: str) -> tuple[str, str | None]:
-    """'engine_version_num:vllm' -> (the column, the engine its range is for); other keys -> (key, None)."""
-    base, _, engine = col.partition(":")
-    return (base, engine) if base == VERSION and engine else (col, None)
+def _qualified(col: str) -> tuple[str, str | None]:
+    """'engine_version_num:vllm' -> (the column, the engine family its range is for), 'n_gpus:vllm V1 engine' -> (the
+    column, the engine generation); other keys -> (key, None)."""
+    base, _, qualifier = col.partition(":")
+    return (base, qualifier) if base in QUALIFIED and qualifier else (col, None)
+
+
+def generation(engine, version) -> str:
+    """The engine generation a request for `engine` `version` is answered as (workload.engine_generation_groups'
+    label; an engine no source measured counts as the measured family's release it is answered as)."""
+    family, release = measured_engine(text(engine), text(version))
+    return str(engine_generation_groups([family], [release])[0])
+
+
+def generations(rows: pd.DataFrame) -> np.ndarray | None:
+    """Per row, its `generation`; None without an `engine` column."""
+    if "engine" not in rows:
+        return None
+    versions = rows["engine_version"].to_numpy(dtype=object) if "engine_version" in rows else np.full(len(rows), "")
+    return per_distinct(generation, rows["engine"].to_numpy(dtype=object), versions, dtype=object)
 
 
 def _architectures(values) -> list[str]:
@@ -72,8 +95,8 @@ def _architectures(values) -> list[str]:
 
 def training_ranges(rows: pd.DataFrame) -> dict[str, list]:
     """[min, max] of every COLUMNS column the rows have (finite values only); the engine version per engine
-    (`engine_version_num:<engine>`): releases of different engines do not compare; `gpu_architecture`: the
-    architectures measured (names)."""
+    (`engine_version_num:<engine>`): releases of different engines do not compare; the GPUs per replica also per
+    engine generation (`n_gpus:<generation>`); `gpu_architecture`: the architectures measured (names)."""
     out = {}
     for col in COLUMNS:
         if col == ARCHITECTURE:
@@ -91,6 +114,12 @@ def training_ranges(rows: pd.DataFrame) -> dict[str, list]:
             v = v[np.isfinite(v)]
             if len(v):
                 out[col] = [float(v.min()), float(v.max())]
+    if REPLICA in rows and (groups := generations(rows)) is not None:
+        gpus = floats(rows[REPLICA])
+        for group in sorted(set(groups)):
+            v = gpus[(groups == group) & np.isfinite(gpus)]
+            if len(v):
+                out[f"{REPLICA}:{group}"] = [float(v.min()), float(v.max())]
     return out
 
 
@@ -159,11 +188,12 @@ def shape_notes(rows: pd.DataFrame, ratio) -> dict[int, str]:
 
 
 def _numeric(ranges: Mapping[str, list]) -> Iterator[tuple[str, str | None, float, float]]:
-    """(column, engine or None, low, high) per numeric range of `ranges` (the architecture names are not one)."""
+    """(column, engine family or generation or None, low, high) per numeric range of `ranges` (the architecture
+    names are not one)."""
     for key, value in ranges.items():
         if key != ARCHITECTURE:
             lo, hi = value
-            yield (*_per_engine(key), lo, hi)
+            yield (*_qualified(key), lo, hi)
 
 
 def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list],
@@ -181,14 +211,16 @@ def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list],
         measured = set(ranges[ARCHITECTURE])
         names = (text(a).strip() for a in rows[ARCHITECTURE].to_numpy(dtype=object))
         mask |= np.array([name != "" and name not in measured for name in names], dtype=bool)
-    family = None  # each row's engine family (an unmeasured engine: its proxy's), for the per-engine ranges
-    for col, per_engine, lo, hi in _numeric(ranges):
-        if col not in columns or col not in rows or (per_engine and engine is None):
+    family = groups = None  # each row's engine family and generation (an unmeasured engine: its proxy's)
+    for col, qualifier, lo, hi in _numeric(ranges):
+        if col not in columns or col not in rows or (qualifier and engine is None):
             continue
         v = floats(rows[col])
-        if per_engine and family is None:
+        if qualifier and col == VERSION and family is None:
             family = np.array([PROXY_FAMILY.get(e, e) for e in engine], dtype=object)
-        mine = family == per_engine if per_engine else True
+        if qualifier and col == REPLICA and groups is None:
+            groups = generations(rows)
+        mine = True if qualifier is None else (family if col == VERSION else groups) == qualifier
         with np.errstate(invalid="ignore"):
             mask |= mine & np.isfinite(v) & ((v < lo) | (v > hi))
     return mask
@@ -206,8 +238,12 @@ def outside(row: Mapping[str, float], ranges: Mapping[str, list],
     arch = str(row.get(ARCHITECTURE) or "").strip()
     if ARCHITECTURE in columns and arch and ARCHITECTURE in ranges and arch not in ranges[ARCHITECTURE]:
         notes.append(f"{COLUMNS[ARCHITECTURE]} {arch}: none measured ({', '.join(ranges[ARCHITECTURE])})")
-    for col, engine, lo, hi in _numeric(ranges):
-        if col not in columns or col not in row or (engine and measured_engine(str(row.get("engine")), "")[0] != engine):
+    answered_as = generation(row["engine"], row.get("engine_version", "")) if "engine" in row else None
+    noted = set()  # a column outside its range over every row gets no second note for the row's engine generation
+    for col, qualifier, lo, hi in _numeric(ranges):
+        if col not in columns or col not in row:
+            continue
+        if qualifier and qualifier != (answered_as if col == REPLICA else measured_engine(str(row.get("engine")), "")[0]):
             continue
         try:
             v = float(row[col])
@@ -217,13 +253,13 @@ def outside(row: Mapping[str, float], ranges: Mapping[str, list],
             continue
         if col == VERSION:
             if v > hi:
-                notes.append(_newer_release(engine or str(row.get("engine", "")), v, hi))
+                notes.append(_newer_release(qualifier or str(row.get("engine", "")), v, hi))
             elif v < lo:
-                notes.append(f"{engine or ''} {_version(v)} < {_version(lo)} measured".strip())
-        elif v < lo:
-            notes.append(f"{COLUMNS[col]} {v:.4g} < {lo:.4g} measured")
-        elif v > hi:
-            notes.append(f"{COLUMNS[col]} {v:.4g} > {hi:.4g} measured")
+                notes.append(f"{qualifier or ''} {_version(v)} < {_version(lo)} measured".strip())
+        elif (v < lo or v > hi) and col not in noted:
+            noted.add(col)
+            where = f" with {qualifier}" if qualifier else ""
+            notes.append(f"{COLUMNS[col]} {v:.4g} {'<' if v < lo else '>'} {lo if v < lo else hi:.4g} measured{where}")
     return notes
 
 
