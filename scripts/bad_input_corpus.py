@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from harness import Server
+from harness import BIN, Server, env
 
 from wattgpu import tracking
 
@@ -124,8 +124,6 @@ def http_problems(case: dict, server: Server) -> list[str]:
 
 
 def _wattgpu(args: list[str], project: Path) -> subprocess.CompletedProcess:
-    from tests.integration.helpers import BIN, env
-
     return subprocess.run([str(BIN / "wattgpu"), *args], cwd=project, env=env(), capture_output=True, text=True,
                           timeout=300)
 

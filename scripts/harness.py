@@ -20,6 +20,20 @@ from pathlib import Path
 
 import requests
 
+BIN = Path(sys.executable).parent  # this environment's executables (wattgpu, mlflow, dvc)
+
+
+def env() -> dict[str, str]:
+    """The environment a command of this project runs in, for the tests and the benchmarks: this environment's
+    executables first on PATH, telemetry off, and no WATTGPU_ROOT or WATTGPU_MLRUNS inherited (the command works on
+    the project folder it runs in)."""
+    e = dict(os.environ)
+    e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
+    e.update(MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="1", DVC_NO_ANALYTICS="1")
+    e.pop("WATTGPU_ROOT", None)
+    e.pop("WATTGPU_MLRUNS", None)
+    return e
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
-
-BIN = Path(sys.executable).parent
-
-
-def env() -> dict[str, str]:
-    e = dict(os.environ)
-    e["PATH"] = f"{BIN}{os.pathsep}{e.get('PATH', '')}"
-    e.update(MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="1", DVC_NO_ANALYTICS="1")
-    e.pop("WATTGPU_ROOT", None)
-    e.pop("WATTGPU_MLRUNS", None)
-    return e
+from harness import env
 
 
 def run(cmd: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
