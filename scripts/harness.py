@@ -61,7 +61,7 @@ class Server:
         if self.model_uri is None:
             return [sys.executable, "-m", "wattgpu.serving.app", "--port", str(self.port), "--workers",
                     str(self.workers)]
-        return [str(Path(sys.executable).with_name("mlflow")), "models", "serve", "-m", self.model_uri,
+        return [str(BIN / "mlflow"), "models", "serve", "-m", self.model_uri,
                 "--env-manager", "local", "--host", "127.0.0.1", "-p", str(self.port), "-w", str(self.workers)]
 
     @property
@@ -72,10 +72,9 @@ class Server:
         self.port = free_port()
         self.log = tempfile.NamedTemporaryFile("w+", prefix="wattgpu-serve-", suffix=".log", delete=False)
         # `mlflow models serve` starts uvicorn from PATH: the environment's own bin folder goes first.
-        bin_dir = str(Path(sys.executable).parent)
         env = {**os.environ, "MLFLOW_TRACKING_URI": self.tracking_uri, "MLFLOW_REGISTRY_URI": self.tracking_uri,
                "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
-               "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+               "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")])}
         self.proc = subprocess.Popen(self.command(), env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
@@ -147,4 +146,4 @@ class PageServer(Server):
 
     def command(self) -> list[str]:
         models = ["--models", str(self.models_dir)] if self.models_dir is not None else []
-        return [str(Path(sys.executable).with_name("wattgpu")), "ui", "--port", str(self.port), *models]
+        return [str(BIN / "wattgpu"), "ui", "--port", str(self.port), *models]
