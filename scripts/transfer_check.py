@@ -2,13 +2,13 @@
 an engine generation (LOEO) or each (GPU, LLM) pair of the LOPO regime's folds (reports/search/lopo/folds.csv: the GPU
 and the LLM both out of training) held out, every held-out row asked through the served path
 (modeling.predictor.served_predictions: a Poisson load's requests in flight solved by an ITL model fitted on the same
-training rows). Prints MdAPE % per source and
+training rows). Prints MdAPE % per source (or per GPU: --by gpu) and
 pooled: power beside the 0.9 x TDP baseline, ITL beside the unfitted decode-step physics (`itl_physics_s`). No tuning,
 no selection: a quick look at how a candidate transfers, not the nested figures of `dvc repro`
 (reports/search/by_source.csv).
 
     python scripts/transfer_check.py [--target power] [--regimes loso loeo logo] [--candidates workload steppower lightgbm]
-    python scripts/transfer_check.py --target itl [--regimes loso logo lopo]
+    python scripts/transfer_check.py --target itl [--regimes loso logo lopo] [--by gpu]
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ def main() -> None:
                         help="power: workload steppower lightgbm (default); ITL: workload")
     parser.add_argument("--trial", type=int, default=0,
                         help="which of each candidate's first_trials in params.yaml (its last where it has fewer)")
+    parser.add_argument("--by", default="source", choices=["source", "gpu"],
+                        help="the table's columns: MdAPE per source (default) or per GPU")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)
     root = paths.project_root()
@@ -105,12 +107,13 @@ def main() -> None:
         else:
             pred["baseline: decode-step physics"] = physics_itl_as_served(target)
         for name, p in pred.items():
-            cells = {s: mdape(y[at], p[at]) if (at := tested & (target["source"] == s).to_numpy()).any() else np.nan
-                     for s in sorted(target["source"].unique())}
+            cells = {s: mdape(y[at], p[at]) if (at := tested & (target[args.by] == s).to_numpy()).any() else np.nan
+                     for s in sorted(target[args.by].unique())}
             table.append({"regime": regime.upper(), "model": name, **cells, "all rows": mdape(y[tested], p[tested])})
     out = pd.DataFrame(table)
     print(f"{args.target} MdAPE % (first-trial settings, served path):")
-    print(out.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    print(out.set_index(["regime", "model"]).T.to_string(float_format=lambda v: f"{v:.1f}") if args.by == "gpu"
+          else out.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
 
 
 if __name__ == "__main__":

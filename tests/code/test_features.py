@@ -54,3 +54,25 @@ def test_load_scaled_tdp_and_unknown_scenario():
     assert baselines.load_scaled_tdp(rows, rho).tolist() == pytest.approx([630.0, 140.0])
     with pytest.raises(ValueError, match="server_low"):
         baselines.load_scaled_tdp(rows, {"offline": 0.9})
+
+
+def test_the_accelerator_family_not_the_vendor_is_a_model_input():
+    """Intel's GPUs (oneAPI) and its Gaudi accelerators (SynapseAI) share a vendor and no kernel: LLM-Inference-Bench
+    measured a Max 1550 at about 20 x its decode-step physics and a Gaudi 2 at about 1.7 x. The catalog's real entries
+    get one family flag each (none for NVIDIA, the reference), read from the vendor and the architecture."""
+    from wattgpu.catalogs.gpus import load_gpu_catalog
+    from wattgpu.features import FAMILY_FEATURES
+
+    gpus = list(load_gpu_catalog())
+    rows = pd.concat([fixture_rows()] * len(gpus), ignore_index=True).assign(concurrency=1.0)
+    rows["gpu_vendor"] = [g.vendor for g in gpus]
+    rows["gpu_architecture"] = [g.architecture for g in gpus]
+    flags = engineer(rows, offline_batch=256).set_index(pd.Index([g.key for g in gpus]))[list(FAMILY_FEATURES)]
+    assert flags.loc["Intel Gaudi 2"].to_dict() == {"gpu_is_amd": 0.0, "gpu_is_intel": 0.0, "gpu_is_gaudi": 1.0}
+    assert flags.loc["Intel Gaudi 3", "gpu_is_gaudi"] == 1.0
+    assert flags.loc["Intel Data Center GPU Max 1550"].to_dict() == {
+        "gpu_is_amd": 0.0, "gpu_is_intel": 1.0, "gpu_is_gaudi": 0.0}
+    assert flags.loc["AMD Instinct MI300X"].to_dict() == {"gpu_is_amd": 1.0, "gpu_is_intel": 0.0, "gpu_is_gaudi": 0.0}
+    assert flags.loc["NVIDIA H100 NVL"].sum() == 0.0
+    vendors = pd.Series([g.vendor for g in gpus], index=flags.index)
+    assert (flags.sum(axis=1) == (vendors != "NVIDIA").astype(float)).all()  # each non-NVIDIA entry: one family

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from wattgpu.features import accelerator_families
 from wattgpu.modeling import coverage, intervals
 from wattgpu.modeling.intervals import Calibration
 
@@ -97,7 +98,7 @@ def test_the_group_floor_covers_most_gpus_not_only_most_rows():
 def test_a_novel_accelerator_family_abstains_and_calibrates_nothing():
     rows = pd.DataFrame({"gpu_vendor": ["NVIDIA", "Intel", "Intel", "AMD", None],
                          "gpu_architecture": ["Hopper", "Gaudi 2", "Xe-HPC (Ponte Vecchio)", "CDNA 3", None]})
-    assert intervals.accelerator_family(rows).tolist() == ["NVIDIA", "Intel Gaudi", "Intel", "AMD", ""]
+    assert accelerator_families(rows).tolist() == ["NVIDIA", "Intel Gaudi", "Intel", "AMD", ""]
     # Intel GPUs measured, Gaudi not: only the Gaudi row is novel; a GPU without a vendor is not judged
     assert intervals.novel_family(rows, {"NVIDIA", "Intel", "AMD"}).tolist() == [False, True, False, False, False]
     cal = two_gpu_kinds(n_wide=0)

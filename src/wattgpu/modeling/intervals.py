@@ -25,8 +25,8 @@ half-width is the larger of the pooled conformal quantile and, where the bin hol
 GROUP_AGG quantile across those GPUs of each GPU's own `level` quantile (so that most held-out GPUs, not only most
 rows, are covered at the level).
 
-Abstention by accelerator family. A request whose accelerator family (`accelerator_family`: the vendor, with Intel's
-Gaudi HPUs apart from its GPUs) has no member among the model's training rows gets no interval: the errors measured
+Abstention by accelerator family. A request whose accelerator family (features.accelerator_family: the vendor, with
+Intel's Gaudi apart from its GPUs) has no member among the model's training rows gets no interval: the errors measured
 on such GPUs held out were 10x and more (Intel Gaudi 2 and Max 1550 under LOGO), and nothing in the calibration
 scores speaks for them. Calibration scores from a fold where the held-out GPU's family was unseen are kept out of
 every bin for the same reason; `Calibration.families` records the families the served model was fitted on. A
@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.arrays import text
+from wattgpu.features import accelerator_families
 from wattgpu.fields import DEFAULT_INTERVAL_LEVEL
 from wattgpu.modeling import coverage
 
@@ -57,8 +58,6 @@ MIN_SCORES = 10  # a bin with fewer scores abstains at every level (crepes would
 GROUP_AGG: float | None = 0.67  # quantile across a bin's GPUs of their own level quantiles (None: no floor)
 GROUP_MIN_UNITS = 3  # GPUs a bin needs for the group-conditional floor
 GROUP_MIN_SCORES = 5  # scores a GPU needs to count as one of them
-# architecture name (lower case) contains -> accelerator family apart from its vendor's GPUs
-SEPARATE_FAMILIES = {"gaudi": "Intel Gaudi"}
 
 
 def workload_group(rows: pd.DataFrame) -> np.ndarray:
@@ -75,24 +74,10 @@ def extrapolating(rows: pd.DataFrame, ranges: dict[str, list[float]]) -> np.ndar
     return coverage.outside_mask(rows, ranges)
 
 
-def accelerator_family(rows: pd.DataFrame) -> np.ndarray:
-    """Per row, the accelerator family: the GPU's vendor, except architectures in SEPARATE_FAMILIES (Intel's Gaudi
-    HPUs are not its GPUs); '' where the vendor is not given."""
-    n = len(rows)
-    vendor = rows["gpu_vendor"].to_numpy(dtype=object) if "gpu_vendor" in rows else np.full(n, "", dtype=object)
-    arch = rows["gpu_architecture"].to_numpy(dtype=object) if "gpu_architecture" in rows else np.full(n, "", dtype=object)
-
-    def family(v, a) -> str:
-        a = text(a).lower()
-        return next((f for key, f in SEPARATE_FAMILIES.items() if key in a), text(v).strip())
-
-    return np.array([family(v, a) for v, a in zip(vendor, arch)], dtype=str).reshape(n)
-
-
 def novel_family(rows: pd.DataFrame, families, family: np.ndarray | None = None) -> np.ndarray:
     """True where a row's accelerator family (known) has no member in `families` (those of the training rows);
     `family`: the rows' accelerator_family where the caller has it."""
-    fam = accelerator_family(rows) if family is None else family
+    fam = accelerator_families(rows) if family is None else family
     known = {str(f) for f in families}
     return np.array([bool(f) and f not in known for f in fam], dtype=bool)
 
@@ -260,10 +245,10 @@ def calibrate(make_estimator, rows: pd.DataFrame, y_true: np.ndarray, folds, pre
             with np.errstate(over="ignore", invalid="ignore"):
                 pred = np.asarray(make_estimator().fit(train).predict(test), dtype=float)
         extrap = extrapolating(test, coverage.training_ranges(train))
-        novel = novel_family(test, set(accelerator_family(train)))
+        novel = novel_family(test, set(accelerator_families(train)))
         parts.append(Calibration.from_predictions(test, y_true[fold.test], pred, extrap, novel))
     seen = np.unique(np.concatenate([np.r_[f.train, f.test] for f in folds])) if len(folds) else np.array([], int)
-    families = [f for f in set(accelerator_family(rows.iloc[seen])) if f]
+    families = [f for f in set(accelerator_families(rows.iloc[seen])) if f]
     return Calibration.concat(parts, families)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.features import engineer, replica_shape_ratio, with_concurrency
+from wattgpu.features import accelerator_families, engineer, replica_shape_ratio, with_concurrency
 from wattgpu.modeling import coverage, intervals
 from wattgpu.modeling.targets import TARGETS
 from wattgpu.request import RequestError, Validated, validate, validate_batch
@@ -162,7 +162,7 @@ class Predictor:
         ratio = replica_shape_ratio(rows)
         for i, note in coverage.shape_notes(rows, ratio).items():
             notes[i].append(note)
-        family = intervals.accelerator_family(rows)
+        family = accelerator_families(rows)
         for target, column in (("power", "power_w"), ("itl", "itl_s")):
             lo, hi = np.full(n, np.nan), np.full(n, np.nan)
             cal = self.calibration.get(target)

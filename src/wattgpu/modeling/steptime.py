@@ -51,7 +51,7 @@ BATCH = "log_batch"
 # with a GPU held out (LOGO); the nested figures are in the closing note of stop 30.
 WEIGHT_INPUTS = (
     "engine_vllm", "engine_tensorrt-llm", "engine_deepspeed-mii", "engine_deepspeed", "engine_llama.cpp",
-    "engine_hf-transformers", "engine_version_num", "gpu_is_amd", "gpu_is_intel", "log_tensor_parallel",
+    "engine_hf-transformers", "engine_version_num", "gpu_is_amd", "gpu_is_intel", "gpu_is_gaudi", "log_tensor_parallel",
     "log_pipeline_parallel", "log_active_params_b", "active_share", "prompt_unknown", "poisson_arrivals",
 )
 

@@ -26,6 +26,7 @@ from wattgpu.evaluation.cv import Fold, folds, group_keys
 from wattgpu.evaluation.leaderboard import PLAIN_SELECTION, SELECTION
 from wattgpu.evaluation.metrics import score_groups
 from wattgpu.evaluation.predictions import prediction_frame
+from wattgpu.features import accelerator_families
 from wattgpu.modeling import coverage, intervals
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.predictor import served_predictions
@@ -325,7 +326,7 @@ def outer_bounds(task: StudyTask, plan: OuterPlan, objective: Objective, feature
     test = task.rows.iloc[plan.outer.test] if test_rows is None else test_rows  # as served (predictor.as_served)
     train = task.rows.iloc[plan.outer.train]
     extrap = intervals.extrapolating(test, coverage.training_ranges(train))
-    novel = intervals.novel_family(test, set(intervals.accelerator_family(train)))  # unseen family: abstain
+    novel = intervals.novel_family(test, set(accelerator_families(train)))  # unseen family: abstain
     group = intervals.workload_group(test)
     limits = TARGETS[task.target].limits(test)
     return {level: intervals.bounds(cal, y_pred, group, extrap, level, novel, limits) for level in intervals.LEVELS}
