@@ -57,3 +57,26 @@ def test_gpus_per_replica_are_ranged_per_engine_generation():
     assert coverage.outside({"engine": "vllm", "engine_version": "0.14.1", "n_gpus": 16.0}, ranges) == [
         "GPUs per replica 16 > 8 measured"]
     assert coverage.narrowest([ranges, {"n_gpus:vllm V1 engine": [1.0, 2.0]}])["n_gpus:vllm V1 engine"] == [1.0, 1.0]
+
+
+def test_prompt_and_output_tokens_are_ranged_per_engine_generation():
+    """FIXTURE rows shaped as the sources: vLLM's V1 engine (Watt Counts) measured with prompts of 12 - 20 tokens and
+    answers of at most 258, its V0 engine (LLM-Inference-Bench) with 128 - 2,048 of each. A 1,000-token prompt on
+    today's vLLM is inside the range over every row, yet no V1 row ever had one: flagged, for the V1 engine only; a
+    prompt beyond every measured one keeps its one note over all rows."""
+    rows = pd.DataFrame({"engine": ["vllm", "vllm", "vllm", "vllm"], "engine_version": ["0.14.1", "0.14.1", "", ""],
+                         "prompt_tokens_mean": [12.1, 19.7, 128.0, 2048.0],
+                         "output_tokens_mean": [1.0, 258.0, 128.0, 2048.0]})
+    ranges = coverage.training_ranges(rows)
+    assert ranges["prompt_tokens_mean:vllm V1 engine"] == [12.1, 19.7]
+    assert ranges["output_tokens_mean:vllm V0 engine"] == [128.0, 2048.0]
+    assert coverage.outside({"engine": "vllm", "engine_version": "0.14.1", "prompt_tokens_mean": 1000.0,
+                             "output_tokens_mean": 200.0}, ranges) == [
+        "prompt tokens 1000 > 19.7 measured with vllm V1 engine"]
+    assert coverage.outside({"engine": "vllm", "engine_version": "0.6.0", "prompt_tokens_mean": 1000.0,
+                             "output_tokens_mean": 1000.0}, ranges) == []
+    assert coverage.outside({"engine": "vllm", "engine_version": "0.14.1", "prompt_tokens_mean": 4000.0,
+                             "output_tokens_mean": 14.0}, ranges) == ["prompt tokens 4000 > 2048 measured"]
+    asked = pd.DataFrame({"engine": ["vllm", "vllm", "sglang", "vllm"], "engine_version": ["0.14.1", "0.6.0", "", "0.11.0"],
+                          "prompt_tokens_mean": [14.0, 1000.0, 512.0, 14.0], "output_tokens_mean": [220.0, 1000.0, 220.0, 600.0]})
+    assert coverage.outside_mask(asked, ranges).tolist() == [False, False, True, True]

@@ -167,7 +167,11 @@ def test_bands_on_held_out_gpus_hold_the_point_and_nest_by_level(held_out):
 
 def test_a_request_far_outside_the_training_ranges_gets_a_wider_interval_or_none(pipeline):
     predictor = load_predictor(pipeline / "models/power", pipeline / "models/itl")
-    inside = {"gpu": "NVIDIA H100 NVL", "llm": LLAMA, "concurrency": 16, "prompt_tokens": 500, "output_tokens": 200}
+    # inside: the prompt and output lengths the default engine's generation (vLLM V1) was measured with
+    ranges = coverage.narrowest(predictor.training_ranges.values())
+    prompt, output = (float(np.mean(ranges[f"{c}:vllm V1 engine"])) for c in ("prompt_tokens_mean", "output_tokens_mean"))
+    inside = {"gpu": "NVIDIA H100 NVL", "llm": LLAMA, "concurrency": 16, "prompt_tokens": prompt,
+              "output_tokens": output}
     spec = {"gpu_name": "far-out accelerator", "gpu_tdp_w": 1900.0, "gpu_memory_gb": 1000.0,
             "gpu_memory_bandwidth_gb_s": 19000.0, "gpu_fp16_tensor_tflops": 9000.0, "gpu_release_year": 2034}
     far = {**{k: v for k, v in inside.items() if k != "gpu"}, **spec}

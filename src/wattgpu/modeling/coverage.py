@@ -61,13 +61,18 @@ GPU_COLUMNS = tuple(c for c in COLUMNS if c.startswith("gpu_"))
 
 
 VERSION = "engine_version_num"  # ranged per engine family (`engine_version_num:vllm`): releases of two engines do not compare
-REPLICA = "n_gpus"  # ranged over every row and per engine generation (`n_gpus:vllm V1 engine`)
-QUALIFIED = (VERSION, REPLICA)
+REPLICA = "n_gpus"
+# Ranged over every row and per engine generation (`n_gpus:vllm V1 engine`): what one generation measured does not
+# speak for another. Every multi-GPU row in the sources ran an older engine, and every row of vLLM's V1 engine (Watt
+# Counts) has a prompt of under 20 tokens and an answer of at most 258, so a replica of 8 GPUs or a 2,000-token prompt on
+# today's vLLM is answered from older engines' rows: an extrapolation, said and banded as one.
+PER_GENERATION = (REPLICA, "prompt_tokens_mean", "output_tokens_mean")
+QUALIFIED = (VERSION, *PER_GENERATION)
 
 
 def _qualified(col: str) -> tuple[str, str | None]:
-    """'engine_version_num:vllm' -> (the column, the engine family its range is for), 'n_gpus:vllm V1 engine' -> (the
-    column, the engine generation); other keys -> (key, None)."""
+    """'engine_version_num:vllm' -> (the column, the engine family its range is for), 'n_gpus:vllm V1 engine' (a
+    PER_GENERATION column) -> (the column, the engine generation); other keys -> (key, None)."""
     base, _, qualifier = col.partition(":")
     return (base, qualifier) if base in QUALIFIED and qualifier else (col, None)
 
@@ -95,8 +100,9 @@ def _architectures(values) -> list[str]:
 
 def training_ranges(rows: pd.DataFrame) -> dict[str, list]:
     """[min, max] of every COLUMNS column the rows have (finite values only); the engine version per engine
-    (`engine_version_num:<engine>`): releases of different engines do not compare; the GPUs per replica also per
-    engine generation (`n_gpus:<generation>`); `gpu_architecture`: the architectures measured (names)."""
+    (`engine_version_num:<engine>`): releases of different engines do not compare; the PER_GENERATION columns (GPUs
+    per replica, prompt and output tokens) also per engine generation (`n_gpus:<generation>`); `gpu_architecture`: the
+    architectures measured (names)."""
     out = {}
     for col in COLUMNS:
         if col == ARCHITECTURE:
@@ -114,12 +120,14 @@ def training_ranges(rows: pd.DataFrame) -> dict[str, list]:
             v = v[np.isfinite(v)]
             if len(v):
                 out[col] = [float(v.min()), float(v.max())]
-    if REPLICA in rows and (groups := generations(rows)) is not None:
-        gpus = floats(rows[REPLICA])
-        for group in sorted(set(groups)):
-            v = gpus[(groups == group) & np.isfinite(gpus)]
-            if len(v):
-                out[f"{REPLICA}:{group}"] = [float(v.min()), float(v.max())]
+    columns = [c for c in PER_GENERATION if c in rows]
+    if columns and (groups := generations(rows)) is not None:
+        for col in columns:
+            values = floats(rows[col])
+            for group in sorted(set(groups)):
+                v = values[(groups == group) & np.isfinite(values)]
+                if len(v):
+                    out[f"{col}:{group}"] = [float(v.min()), float(v.max())]
     return out
 
 
@@ -218,7 +226,7 @@ def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list],
         v = floats(rows[col])
         if qualifier and col == VERSION and family is None:
             family = np.array([PROXY_FAMILY.get(e, e) for e in engine], dtype=object)
-        if qualifier and col == REPLICA and groups is None:
+        if qualifier and col in PER_GENERATION and groups is None:
             groups = generations(rows)
         mine = True if qualifier is None else (family if col == VERSION else groups) == qualifier
         with np.errstate(invalid="ignore"):
@@ -243,7 +251,8 @@ def outside(row: Mapping[str, float], ranges: Mapping[str, list],
     for col, qualifier, lo, hi in _numeric(ranges):
         if col not in columns or col not in row:
             continue
-        if qualifier and qualifier != (answered_as if col == REPLICA else measured_engine(str(row.get("engine")), "")[0]):
+        if qualifier and qualifier != (answered_as if col in PER_GENERATION
+                                       else measured_engine(str(row.get("engine")), "")[0]):
             continue
         try:
             v = float(row[col])
