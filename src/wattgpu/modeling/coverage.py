@@ -219,16 +219,24 @@ def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list],
         measured = set(ranges[ARCHITECTURE])
         names = (text(a).strip() for a in rows[ARCHITECTURE].to_numpy(dtype=object))
         mask |= np.array([name != "" and name not in measured for name in names], dtype=bool)
-    family = groups = None  # each row's engine family and generation (an unmeasured engine: its proxy's)
+    # each row's engine family and generation (an unmeasured engine: its proxy's), and those present, worked out once
+    owner: dict[str, tuple[np.ndarray, set]] = {}
+    values: dict[str, np.ndarray] = {}  # each column read once (several ranges per column: per family, generation)
     for col, qualifier, lo, hi in _numeric(ranges):
         if col not in columns or col not in rows or (qualifier and engine is None):
             continue
-        v = floats(rows[col])
-        if qualifier and col == VERSION and family is None:
-            family = np.array([PROXY_FAMILY.get(e, e) for e in engine], dtype=object)
-        if qualifier and col in PER_GENERATION and groups is None:
-            groups = generations(rows)
-        mine = True if qualifier is None else (family if col == VERSION else groups) == qualifier
+        mine = True
+        if qualifier:
+            kind = "family" if col == VERSION else "generation"
+            if kind not in owner:
+                labels = (np.array([PROXY_FAMILY.get(e, e) for e in engine], dtype=object) if kind == "family"
+                          else generations(rows))
+                owner[kind] = (labels, set(labels))
+            labels, present = owner[kind]
+            if qualifier not in present:  # a range for an engine none of the rows asks
+                continue
+            mine = labels == qualifier
+        v = values[col] if col in values else values.setdefault(col, floats(rows[col]))
         with np.errstate(invalid="ignore"):
             mask |= mine & np.isfinite(v) & ((v < lo) | (v > hi))
     return mask
