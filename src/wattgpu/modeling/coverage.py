@@ -8,11 +8,11 @@ recorded (`gpu_architecture`): a GPU of an architecture no measured GPU has (Bla
 even where its spec sheet lies inside the ranges, and its band is calibrated on the errors of held-out GPUs whose
 architecture was unseen in their fold (modeling.intervals): the held-out GPUs that missed most under LOGO (V100,
 T4, the AMD GPUs) were each the only one of its architecture. A replica shape no source measured (expert parallel, DP
-attention, speculative decoding) is flagged too (`shape_note`): answered from the physics. The GPUs per replica are
-recorded per engine generation too (`n_gpus:<generation>`): how a replica splits over tensor- or pipeline-parallel
-GPUs depends on the engine's all-reduce and scheduling, and a generation measured on one GPU only (vLLM's V1
-engine: Watt Counts) learned its multi-GPU cost from other engines' rows, so an 8-GPU replica on it extrapolates
-even where 8 GPUs were measured with another engine.
+attention, speculative decoding) is flagged too (`shape_note`): answered from the physics. The GPUs per replica and
+the prompt and output tokens are recorded per engine generation too (`n_gpus:<generation>`, PER_GENERATION): a
+generation measured on one GPU only and with short prompts and answers (vLLM's V1 engine: Watt Counts) learned its
+multi-GPU and long-context costs from other engines' rows, so an 8-GPU replica or a 2,000-token prompt on it
+extrapolates even where another engine was measured so.
 """
 
 from __future__ import annotations
