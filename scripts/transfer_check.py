@@ -2,7 +2,8 @@
 an engine generation (LOEO) or each (GPU, LLM) pair of the LOPO regime's folds (reports/search/lopo/folds.csv: the GPU
 and the LLM both out of training) held out, every held-out row asked through the served path
 (modeling.predictor.served_predictions: a Poisson load's requests in flight solved by an ITL model fitted on the same
-training rows). Prints MdAPE % per source (or per GPU: --by gpu) and
+training rows; a power model's step time also from the latency-only rows the fold may learn from,
+evaluation.cv.fit_fold, unless --no-step-rows). Prints MdAPE % per source (or per GPU: --by gpu) and
 pooled: power beside the 0.9 x TDP baseline, ITL beside the unfitted decode-step physics (`itl_physics_s`). No tuning,
 no selection: a quick look at how a candidate transfers, not the nested figures of `dvc repro`
 (reports/search/by_source.csv).
@@ -23,7 +24,7 @@ import pandas as pd
 from wattgpu import paths
 from wattgpu.config import Regime
 from wattgpu.evaluation import baselines
-from wattgpu.evaluation.cv import folds
+from wattgpu.evaluation.cv import fit_fold, folds
 from wattgpu.evaluation.runner import target_rows
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.predictor import served_predictions
@@ -75,12 +76,15 @@ def main() -> None:
                         help="which of each candidate's first_trials in params.yaml (its last where it has fewer)")
     parser.add_argument("--by", default="source", choices=["source", "gpu"],
                         help="the table's columns: MdAPE per source (default) or per GPU")
+    parser.add_argument("--no-step-rows", action="store_true",
+                        help="steppower's step time from the power rows only (as before the latency-only rows joined)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)
     root = paths.project_root()
     ctx = context(root, with_idle_power=False)  # the search stages' own rows: no measured idle power
     params, rows = ctx.params, ctx.rows
     target = target_rows(rows, args.target)
+    latency_only = rows[rows[COLUMN[args.target]].isna() & rows["itl_s"].notna()] if args.target == "power" else None
     itl_rows = target_rows(rows, "itl")
     candidates = args.candidates or (["workload", "steppower", "lightgbm"] if args.target == "power" else ["workload"])
     seed = params.base.seed
@@ -97,8 +101,9 @@ def main() -> None:
                 model = itl
                 if args.target == "power":
                     feature_set, hp = first_trial(params, c, args.trial)
-                    model = make_estimator(c, "power", feature_set, hp, seed=seed,
-                                           load_rho=params.evaluate.load_rho).fit(target[train])
+                    model = fit_fold(make_estimator(c, "power", feature_set, hp, seed=seed,
+                                                    load_rho=params.evaluate.load_rho),
+                                     target, np.flatnonzero(train), None if args.no_step_rows else latency_only)
                 models = {"itl": itl, args.target: model}
                 pred[c][test] = served_predictions(target[test], models)[1][args.target]
         tested = ~np.isnan(pred[candidates[0]])

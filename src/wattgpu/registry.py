@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu.config import Params, Registry, Replica, XgbParams
-from wattgpu.evaluation.cv import Fold, folds, outer_regime
+from wattgpu.evaluation.cv import Fold, fit_fold, folds, itl_training_rows, outer_regime
 from wattgpu.evaluation.metrics import score_groups
 from wattgpu.evaluation.predictions import ID_COLUMNS
 from wattgpu.modeling.algorithms import make_estimator
@@ -138,7 +138,8 @@ class Configuration:
 
 
 def rescore(rows: pd.DataFrame, folds: list[Fold], configurations: dict[str, Configuration], seed: int,
-            n_jobs: int = 1, n_workers: int = 1, itl: Configuration | None = None) -> dict[str, dict[str, float]]:
+            n_jobs: int = 1, n_workers: int = 1, itl: Configuration | None = None,
+            step_rows: pd.DataFrame | None = None) -> dict[str, dict[str, float]]:
     """{name: {fold: score}}: each configuration refitted on each fold's training rows (within its domain) and
     scored on the fold's test rows that every configuration predicts (search.nested.score). Folds without such
     test rows are left out, for every configuration alike. Configurations with the same `sha` are fitted once and
@@ -147,7 +148,9 @@ def rescore(rows: pd.DataFrame, folds: list[Fold], configurations: dict[str, Con
 
     Test rows are predicted the way they are served (modeling.predictor.served_predictions): a Poisson row's requests
     in flight are solved by the ITL model (an ITL configuration by itself; a power configuration by `itl`, fitted on
-    each fold's training rows once for every configuration), never taken from the measured latency."""
+    each fold's training rows once for every configuration), never taken from the measured latency. `step_rows`: rows
+    with an ITL and without the target, which the ITL model and a power model's step time learn from beside each fold's
+    training rows where they share no held-out group with it (evaluation.cv.beside_training)."""
     from joblib import Parallel, delayed
     from threadpoolctl import threadpool_limits
 
@@ -155,21 +158,21 @@ def rescore(rows: pd.DataFrame, folds: list[Fold], configurations: dict[str, Con
     unique = {c.sha: c for c in configurations.values()}
     live = [fold for fold in folds if common[fold.test].any()]
     with threadpool_limits(1, user_api="blas"):  # process-wide, before the fit threads start: one BLAS thread each
-        return _rescore(rows, live, configurations, unique, common, seed, n_jobs, n_workers, itl)
+        return _rescore(rows, live, configurations, unique, common, seed, n_jobs, n_workers, itl, step_rows)
 
 
-def _rescore(rows, live, configurations, unique, common, seed, n_jobs, n_workers, itl):
+def _rescore(rows, live, configurations, unique, common, seed, n_jobs, n_workers, itl, step_rows):
     from joblib import Parallel, delayed
 
     solvers: dict[str, object] = {}
     if itl is not None and any(_needs_solver(c) for c in unique.values()):
         fitted = Parallel(n_jobs=n_workers, prefer="threads")(
-            delayed(_fit_solver)(rows, itl, fold.train, seed, n_jobs) for fold in live)
+            delayed(_fit_solver)(rows, itl, fold.train, seed, n_jobs, step_rows) for fold in live)
         solvers = {fold.name: model for fold, model in zip(live, fitted)}
     tasks = [(sha, fold.name, fold.train[c.domain(rows)[fold.train]], fold.test[common[fold.test]])
              for fold in live for sha, c in unique.items()]
     scores = Parallel(n_jobs=n_workers, prefer="threads")(
-        delayed(_fold_score)(rows, unique[sha], train, test, seed, n_jobs, solvers.get(name))
+        delayed(_fold_score)(rows, unique[sha], train, test, seed, n_jobs, solvers.get(name), step_rows)
         for sha, name, train, test in tasks)
     by_sha: dict[str, dict[str, float]] = {sha: {} for sha in unique}
     for (sha, fold, _, _), value in zip(tasks, scores):
@@ -183,16 +186,17 @@ def _needs_solver(config: Configuration) -> bool:
     return config.target != "itl" and config.algorithm != REPLICA_ALGORITHM
 
 
-def _fit_solver(rows: pd.DataFrame, itl: Configuration, train: np.ndarray, seed: int, n_jobs: int):
-    """`itl` fitted on the fold's training rows that have an ITL (and are in its domain)."""
-    keep = train[itl.domain(rows)[train] & rows[TARGETS["itl"].column].notna().to_numpy()[train]]
-    return itl.estimator(seed, n_jobs).fit(rows.iloc[keep])
+def _fit_solver(rows: pd.DataFrame, itl: Configuration, train: np.ndarray, seed: int, n_jobs: int,
+                step_rows: pd.DataFrame | None = None):
+    """`itl` fitted on the fold's training rows that have an ITL and the step rows beside them (in its domain)."""
+    learn = itl_training_rows(rows, train, step_rows)
+    return itl.estimator(seed, n_jobs).fit(learn[itl.domain(learn)])
 
 
 def _fold_score(rows: pd.DataFrame, config: Configuration, train: np.ndarray, test: np.ndarray, seed: int,
-                n_jobs: int, solver=None) -> float:
+                n_jobs: int, solver=None, step_rows: pd.DataFrame | None = None) -> float:
     learn, factor = config.learning_rows(rows)
-    model = config.estimator(seed, n_jobs).fit(learn.iloc[train])
+    model = fit_fold(config.estimator(seed, n_jobs), learn, train, step_rows)
     if config.algorithm == REPLICA_ALGORITHM:
         with np.errstate(over="ignore", invalid="ignore"):
             pred = np.asarray(model.predict(learn.iloc[test]), dtype=float) * factor[test]
@@ -373,17 +377,20 @@ class Gate:
     n_workers: int  # fits side by side
     load_rho: tuple[tuple[str, float], ...] = ()  # evaluate.load_rho, for a champion folder without `configuration`
     itl: Configuration | None = None  # the served ITL configuration: solves a power model's Poisson rows (served path)
+    step_rows: pd.DataFrame | None = None  # rows with an ITL and no target, beside `rows` (rescore)
 
     def scores(self, configurations: dict[str, Configuration]) -> dict[str, dict[str, float]]:
-        return rescore(self.rows, self.folds, configurations, self.seed, self.n_jobs, self.n_workers, self.itl)
+        return rescore(self.rows, self.folds, configurations, self.seed, self.n_jobs, self.n_workers, self.itl,
+                       self.step_rows)
 
 
 def gate(target: str, rows: pd.DataFrame, cand: Candidate, params: Params, code: str,
-         itl: Configuration | None = None) -> Gate:
+         itl: Configuration | None = None, step_rows: pd.DataFrame | None = None) -> Gate:
     """The primary regime's outer folds as the search builds them (nested_plan: every fold with training rows),
     on `rows`; a paper-replica fallback: its `evaluate` regime, untuned (profile "none", no trials). `code`: the
     fingerprint of the code that fits and scores (the register stage's); `itl`: the ITL configuration served beside
-    a power model, which solves its Poisson rows' requests in flight on each fold."""
+    a power model, which solves its Poisson rows' requests in flight on each fold; `step_rows`: the rows with an ITL
+    and no target (evaluation.runner.step_rows) those folds may also learn a step time from."""
     s, ev, seed = params.search, params.evaluate, params.base.seed
     if s is not None and cand.regime in s.regimes:
         regime, profile, n_trials = outer_regime(s, cand.regime), s.profile, s.active.n_trials
@@ -391,11 +398,13 @@ def gate(target: str, rows: pd.DataFrame, cand: Candidate, params: Params, code:
         regime, profile, n_trials = ev.regimes[cand.regime], "none", 0
     outer = [f for f in folds(rows, regime, seed) if len(f.train)]
     solver = "self" if target == "itl" else (itl.sha if itl is not None else "none")
-    evaluation = Evaluation(cand.regime, rows_md5(rows[[*ID_COLUMNS, TARGETS[target].column]]), folds_md5(outer),
-                            profile, n_trials, code, solver)
+    scored = rows[[*ID_COLUMNS, TARGETS[target].column]]
+    if step_rows is not None:  # what the folds learn from besides: in the data version too
+        scored = pd.concat([scored, step_rows[[*ID_COLUMNS, TARGETS["itl"].column]]], ignore_index=True)
+    evaluation = Evaluation(cand.regime, rows_md5(scored), folds_md5(outer), profile, n_trials, code, solver)
     n_jobs, n_workers = (s.n_jobs, s.n_workers) if s is not None else (1, 1)
     return Gate(rows, outer, evaluation, seed, n_jobs, n_workers, tuple(sorted(ev.load_rho.items())),
-                None if target == "itl" else itl)
+                None if target == "itl" else itl, step_rows)
 
 
 def judge(cand: Candidate, champion: Incumbent | None, check: Gate, rule: Registry,

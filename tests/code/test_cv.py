@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from wattgpu.config import Regime
-from wattgpu.evaluation.cv import Fold, check_disjoint, folds
+from wattgpu.evaluation.cv import Fold, beside_training, check_disjoint, folds
 
 ROWS = pd.DataFrame(
     [{"gpu": g, "llm": m, "rep": r, "lab": "lab1" if g == "A" else "lab2" if m in "wx" else "lab3"}
@@ -89,3 +89,34 @@ def test_loeo_inner_folds_hold_out_engine_generations():
                          "engine_version": ["0.5.4", "0.5.2", "", "", "0.12.0", ""]})
     inner = inner_folds(rows, Regime(kind="loeo"), 0, seed=1)  # 0 splits: one fold per generation
     assert sorted(sorted(f.test) for f in inner) == [[0, 1], [2, 3], [4], [5]]
+
+
+# FIXTURE rows measured without the target (a latency-only run): on the grid's GPUs and labs, and on a GPU ("D") and an
+# LLM ("v") the target rows never have
+LATENCY_ONLY = pd.DataFrame(
+    [{"gpu": g, "llm": m, "lab": lab, "engine": "vllm", "engine_version": "0.5.4", "config_id": f"x-{g}-{m}-{lab}"}
+     for g, m, lab in itertools.product("AD", "wv", ("lab1", "lab3"))])
+
+
+@pytest.mark.parametrize("kind", ["group_kfold", "logo", "lolo", "lopo", "loso", "loeo"])
+def test_rows_beside_training_never_bring_back_a_held_out_group(kind):
+    """Whatever the regime, the latency-only rows a fold may learn from keep its promise (check_disjoint on the
+    training rows with them): a latency-only row of the held-out GPU, LLM, lab, engine generation or (GPU, LLM) pair
+    never joins a fold's training."""
+    rows = ROWS.assign(engine="vllm", engine_version=np.where(ROWS["gpu"] == "C", "0.14.1", "0.5.4"),
+                       config_id=[f"{g}-{m}-{r}" for g, m, r in zip(ROWS.gpu, ROWS.llm, ROWS.rep)])
+    regime = Regime(kind=kind, n_splits=3)
+    for f in folds(rows, regime, seed=1):
+        kept = beside_training(LATENCY_ONLY, rows, f.train)
+        both = pd.concat([rows, kept], ignore_index=True)
+        check_disjoint(both, regime, Fold(f.name, np.r_[f.train, np.arange(len(rows), len(both))], f.test))
+
+def test_rows_beside_training_by_hand():
+    """Held out: GPU A (LOGO) drops the latency-only rows on A, keeps those on D (a GPU with no target rows); lab1
+    (LOSO) drops lab1's rows on any GPU; every row in training keeps them all."""
+    rows = ROWS.assign(engine="vllm", engine_version="0.5.4", config_id=range(len(ROWS)))
+    gpu_a = np.flatnonzero(rows["gpu"] != "A")
+    assert set(beside_training(LATENCY_ONLY, rows, gpu_a)["gpu"]) == {"D"}
+    lab1 = np.flatnonzero(rows["lab"] != "lab1")
+    assert set(beside_training(LATENCY_ONLY, rows, lab1)["lab"]) == {"lab3"}
+    assert beside_training(LATENCY_ONLY, rows, np.arange(len(rows))).equals(LATENCY_ONLY)

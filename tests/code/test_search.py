@@ -26,7 +26,6 @@ from wattgpu.modeling.targets import TARGETS, physics_target
 from wattgpu.modeling.trendboost import TrendBoost
 from wattgpu.search.nested import (
     FoldOutcome,
-    Objective,
     Settings,
     StudyTask,
     all_rows_plan,
@@ -255,12 +254,12 @@ def test_calibration_reuses_the_chosen_trials_inner_predictions_and_a_refit_give
     task = _task(rows, search, tmp_path, algorithm, "reuse")
     plan = task.plans[0]
     assert plan.calibrates_on_inner
-    objective = Objective(task.rows, plan.inner, task.target, task.algorithm, task.space, task.settings)
+    objective = task.objective(plan)
     best = run_study(task, plan, objective).best_trial
     params = dict(best.params)
     feature_set = params.pop("feature_set", task.space.feature_sets[0])
     reused = intervals.calibrate(None, rows, objective.y, plan.inner, objective.predictions[best.number])
-    refit = intervals.calibrate(lambda: objective.estimator(feature_set, params), rows, objective.y, plan.inner)
+    refit = intervals.calibrate(lambda train: objective.fit(feature_set, params, train), rows, objective.y, plan.inner)
     assert len(reused.scores) == sum(len(f.test) for f in plan.inner) > 0
     for part in ("scores", "group", "extrapolating"):
         np.testing.assert_array_equal(getattr(reused, part), getattr(refit, part))

@@ -116,7 +116,7 @@ def held_out(power_rows):
     folds = [Fold(f.name, train[f.train], train[f.test])
              for f in inner_folds(rows.iloc[train], Regime(kind="logo"), 5, seed=0)]
     assert all(not set(f.train) & set(test) and not set(f.test) & set(test) for f in folds)
-    cal = intervals.calibrate(make, rows, y, folds)
+    cal = intervals.calibrate(lambda positions: make().fit(rows.iloc[positions]), rows, y, folds)
     pred = make().fit(rows.iloc[train]).predict(rows.iloc[test])
     return rows, y, train, test, cal, pred
 

@@ -127,3 +127,48 @@ def check_disjoint(rows: pd.DataFrame, regime: Regime, fold: Fold) -> None:
     if regime.kind == "group_kfold":
         pairs = lambda f: set(zip(f["gpu"], f["llm"]))  # noqa: E731
         assert not pairs(train) & pairs(test), f"{fold.name}: (GPU, LLM) pair on both sides"
+
+
+def _held_out_keys(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """What a fold can hold out, per row: its GPU, LLM, lab, engine generation, (GPU, LLM) pair and configuration."""
+    gpu, llm = rows["gpu"].astype(str).to_numpy(), rows["llm"].astype(str).to_numpy()
+    return {"gpu": gpu, "llm": llm, "lab": rows["lab"].astype(str).to_numpy(),
+            "generation": group_keys(rows, "loeo").astype(str), "pair": gpu + "|" + llm,
+            "configuration": rows["config_id"].astype(str).to_numpy()}
+
+
+def beside_training(extra: pd.DataFrame, rows: pd.DataFrame, train: np.ndarray) -> pd.DataFrame:
+    """The rows of `extra` (measured without the target `rows` have: LLM-Inference-Bench's latency-only runs beside
+    the power rows) that a model fitted on `rows.iloc[train]` may also learn from: those that share no GPU, LLM, lab,
+    engine generation, (GPU, LLM) pair or configuration with a row of `rows` left out of training (a held-out group,
+    and under LOPO the rows dropped beside it), whatever the regime that left it out. With every row in training,
+    all of `extra`."""
+    held = np.ones(len(rows), dtype=bool)
+    held[np.asarray(train, dtype=int)] = False
+    if not held.any() or extra.empty:
+        return extra
+    ours, theirs = _held_out_keys(rows), _held_out_keys(extra)
+    keep = np.ones(len(extra), dtype=bool)
+    for kind, values in ours.items():
+        out = np.setdiff1d(values[held], values[~held])  # only outside training
+        keep &= ~np.isin(theirs[kind], out)
+    return extra[keep]
+
+
+def fit_fold(estimator, rows: pd.DataFrame, train: np.ndarray, extra: pd.DataFrame | None = None):
+    """`estimator` fitted on `rows.iloc[train]`; one that learns its step time from latency-only rows as well (the
+    `steppower` candidate: `learns_step_time`) also gets the rows of `extra` this fold may learn from
+    (beside_training)."""
+    training = rows.iloc[train]
+    if extra is None or not getattr(estimator, "learns_step_time", False):
+        return estimator.fit(training)
+    return estimator.fit(training, step_rows=beside_training(extra, rows, train))
+
+
+def itl_training_rows(rows: pd.DataFrame, train: np.ndarray, extra: pd.DataFrame | None = None) -> pd.DataFrame:
+    """What an ITL model of this fold learns from: the training rows that have an ITL, and the rows of `extra` the
+    fold may learn from (beside_training)."""
+    learn = rows.iloc[train]
+    if extra is not None and not extra.empty:
+        learn = pd.concat([learn, beside_training(extra, rows, train)], ignore_index=True)
+    return learn[learn["itl_s"].notna()]

@@ -31,6 +31,15 @@ def target_rows(rows: pd.DataFrame, target: str) -> pd.DataFrame:
     return rows[rows[TARGETS[target].column].notna()].reset_index(drop=True)
 
 
+def step_rows(rows: pd.DataFrame, target: str) -> pd.DataFrame | None:
+    """Rows measured with an ITL but without `target` (LLM-Inference-Bench's latency runs beside its few power runs):
+    what a power model's step time learns from beside the power rows (evaluation.cv.fit_fold); None for ITL."""
+    if target == "itl":
+        return None
+    itl, column = TARGETS["itl"].column, TARGETS[target].column
+    return rows[rows[column].isna() & rows[itl].notna()].reset_index(drop=True)
+
+
 @dataclass
 class CrossPrediction:
     y_pred: np.ndarray

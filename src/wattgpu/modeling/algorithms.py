@@ -74,8 +74,8 @@ def _workload(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
 
 def _steppower(hp: dict, features: FeatureSet, seed: int, n_jobs: int):
     """Power from the decode step's work over the step time its own step-time model predicts (modeling.steppower);
-    `itl_alpha` sets that model's ridge penalty, the rest of its settings are the `workload` ITL candidate's first
-    trial (ITL_SETTINGS)."""
+    that model has the `workload` ITL candidate's first-trial settings (ITL_SETTINGS; `itl_alpha`, which params.yaml
+    no longer searches, sets its ridge penalty in configurations recorded before)."""
     hp = dict(hp)
     itl = {**ITL_SETTINGS, "alpha": hp.pop("itl_alpha", ITL_SETTINGS["alpha"])}
     return StepPowerRegressor(itl, **hp, random_state=seed, n_jobs=n_jobs)

@@ -230,9 +230,9 @@ def coverage_summary(y_true, lo, hi, y_pred) -> dict[str, float]:
             "abstained": float((~has).mean()) if n else float("nan"), "n_rows": int(n)}
 
 
-def calibrate(make_estimator, rows: pd.DataFrame, y_true: np.ndarray, folds, predictions=None) -> Calibration:
-    """Scores from group folds: per fold, a fresh `make_estimator()` fitted on `fold.train` predicts `fold.test`
-    (positions in `rows`); a row's extrapolation state and family novelty are judged against its own fold's training
+def calibrate(fit, rows: pd.DataFrame, y_true: np.ndarray, folds, predictions=None) -> Calibration:
+    """Scores from group folds: per fold, `fit(fold.train)` (a fresh estimator fitted on those positions in `rows`)
+    predicts `fold.test`; a row's extrapolation state and family novelty are judged against its own fold's training
     rows. `predictions`: those per-fold predictions where they were already made (no fit then). `families`: the
     accelerator families of the folds' rows together (what the model fitted on all of them saw)."""
     parts = []
@@ -243,7 +243,7 @@ def calibrate(make_estimator, rows: pd.DataFrame, y_true: np.ndarray, folds, pre
             pred = np.asarray(predictions[i], dtype=float)
         else:
             with np.errstate(over="ignore", invalid="ignore"):
-                pred = np.asarray(make_estimator().fit(train).predict(test), dtype=float)
+                pred = np.asarray(fit(fold.train).predict(test), dtype=float)
         extrap = extrapolating(test, coverage.training_ranges(train))
         novel = novel_family(test, set(accelerator_families(train)))
         parts.append(Calibration.from_predictions(test, y_true[fold.test], pred, extrap, novel))

@@ -5,8 +5,11 @@ takes, the step's bytes and FLOPs say how much work it does, and power follows f
 
 physics.step_power_tdp_share holds the formula. u_mem and u_flops (physics.step_utilisation) are the step's bytes
 and FLOPs at peak (features: the weights and b KV caches read, b tokens computed) over the step time the model's own
-step-time model predicts (modeling.steptime, the `workload` ITL model fitted on the same rows), so a faster engine
-at the same work draws more watts, and a slow one fewer, as ML.ENERGY's vLLM 0.5.4 runs do at 0.4 x TDP. `busy` is 1
+step-time model predicts (modeling.steptime, the `workload` ITL model fitted on the same rows and on the rows measured
+with an ITL and no power that the fold may learn from: `fit`'s `step_rows`), so a faster engine at the same work draws
+more watts, and a slow one fewer, as ML.ENERGY's vLLM 0.5.4 runs do at 0.4 x TDP. The power rows alone (ML.ENERGY's
+and Watt Counts' runs, and 48 of LLM-Inference-Bench's 4,700) taught a step at a full batch from vLLM 0.4.2 alone:
+with Watt Counts held out its offline steps came out 2.6 x too slow and its offline power 0.62 x measured. `busy` is 1
 for a closed batch and 1 - e^-C under Poisson arrivals (physics.busy_fraction). idle and m depend on the GPU's spec
 sheet (z, standardised, ridge-shrunk to one value for every GPU, which is what a lab without Poisson loads can
 teach); f is shared. A LightGBM correction on the power features, when asked for, learns what the physics leaves;
@@ -79,10 +82,11 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     # ---- pieces
-    def _fit_itl(self, rows: pd.DataFrame):
+    def _fit_itl(self, rows: pd.DataFrame, step_rows: pd.DataFrame | None):
         from wattgpu.modeling.algorithms import make_estimator  # the candidates' module builds the step-time model
 
-        learn = rows[rows["itl_s"].notna()]
+        learn = rows if step_rows is None or step_rows.empty else pd.concat([rows, step_rows], ignore_index=True)
+        learn = learn[learn["itl_s"].notna()]
         model = make_estimator("workload", "itl", "workload", self.itl_hyperparameters, seed=self.random_state,
                                n_jobs=self.n_jobs)
         key = _digest(learn[[*model.features.columns, "itl_s", "engine"]],
@@ -113,11 +117,15 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
         return physics.step_power_tdp_share(idle, memory, compute, busy, u_mem, u_flops)
 
     # ---- the estimator
-    def fit(self, rows: pd.DataFrame, y=None) -> StepPowerRegressor:
+    learns_step_time = True  # fit takes `step_rows` (evaluation.cv.fit_fold passes the fold's)
+
+    def fit(self, rows: pd.DataFrame, y=None, step_rows: pd.DataFrame | None = None) -> StepPowerRegressor:
+        """`step_rows`: rows measured with an ITL but no power (LLM-Inference-Bench's latency runs) that the step-time
+        model learns from beside `rows`' own: a lab measured without power still says how long a step takes."""
         y = rows[POWER.column] if y is None else y
         share = POWER.encode(rows, y)
         self.measured_releases_ = measured_releases(rows)
-        self.itl_ = self._fit_itl(rows)
+        self.itl_ = self._fit_itl(rows, step_rows)
         raw = spec_sheet(rows)
         self.mean_ = np.nanmean(raw, axis=0)
         self.scale_ = np.nanstd(raw, axis=0)

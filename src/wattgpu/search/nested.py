@@ -22,7 +22,7 @@ import pandas as pd
 from sklearn.model_selection import KFold
 
 from wattgpu.config import AlgorithmSpace, Regime
-from wattgpu.evaluation.cv import Fold, folds, group_keys
+from wattgpu.evaluation.cv import Fold, fit_fold, folds, group_keys, itl_training_rows
 from wattgpu.evaluation.leaderboard import PLAIN_SELECTION, SELECTION
 from wattgpu.evaluation.metrics import score_groups
 from wattgpu.evaluation.predictions import prediction_frame
@@ -153,12 +153,14 @@ class Objective:
 
     It keeps each completed trial's inner-fold predictions (`predictions[trial number]`, one array per inner fold,
     this process's trials only), so that calibrating the chosen trial on the inner folds costs no fit.
+    `step_rows`: rows with an ITL and without the target (StudyTask.step_rows) that a fold's power model may learn its
+    step time from (evaluation.cv.fit_fold).
     """
 
     def __init__(self, rows: pd.DataFrame, inner: tuple[Fold, ...], target: str, algorithm: str,
-                 space: AlgorithmSpace, settings: Settings):
+                 space: AlgorithmSpace, settings: Settings, step_rows: pd.DataFrame | None = None):
         self.rows, self.inner, self.target, self.algorithm = rows, inner, target, algorithm
-        self.space, self.settings = space, settings
+        self.space, self.settings, self.step_rows = space, settings, step_rows
         self.y = rows[TARGETS[target].column].to_numpy(dtype=float)
         self.labels = score_groups(rows)
         self.predictions: dict[int, list[np.ndarray]] = {}
@@ -168,13 +170,17 @@ class Objective:
         return make_estimator(self.algorithm, self.target, feature_set, hp, seed=s.seed, n_jobs=s.n_jobs,
                               load_rho=dict(s.load_rho))
 
+    def fit(self, feature_set: str, hp: dict, train: np.ndarray):
+        """A fresh estimator fitted on the rows at positions `train` (and the step rows beside them)."""
+        return fit_fold(self.estimator(feature_set, hp), self.rows, train, self.step_rows)
+
     def __call__(self, trial) -> float:
         import optuna
 
         feature_set, hp = suggest(trial, self.space)
         scores, preds = [], []
         for step, fold in enumerate(self.inner):
-            model = self.estimator(feature_set, hp).fit(self.rows.iloc[fold.train])
+            model = self.fit(feature_set, hp, fold.train)
             with np.errstate(over="ignore", invalid="ignore"):
                 pred = np.asarray(model.predict(self.rows.iloc[fold.test]), dtype=float)
             preds.append(pred)
@@ -208,6 +214,12 @@ class StudyTask:
     # for that fold, or else one fitted from `itl_config` (algorithm, feature set, hyperparameters).
     itl_model: object | None = None
     itl_config: tuple[str, str, dict] | None = None
+    # A power task's rows measured with an ITL and no power (LLM-Inference-Bench's latency runs): what each fold's
+    # step time may also learn from, those sharing no held-out group with the fold (evaluation.cv.beside_training).
+    step_rows: pd.DataFrame | None = None
+
+    def objective(self, plan: OuterPlan) -> Objective:
+        return Objective(self.rows, plan.inner, self.target, self.algorithm, self.space, self.settings, self.step_rows)
 
 
 @dataclass
@@ -277,7 +289,7 @@ def run_task(task: StudyTask, progress=None) -> list[FoldOutcome]:
     outcomes = []
     for plan in task.plans:
         assert_inner_inside(plan)
-        objective = Objective(task.rows, plan.inner, task.target, task.algorithm, task.space, task.settings)
+        objective = task.objective(plan)
         study = run_study(task, plan, objective, progress)
         best = study.best_trial
         params = dict(best.params)
@@ -285,7 +297,7 @@ def run_task(task: StudyTask, progress=None) -> list[FoldOutcome]:
         test = plan.outer.test
         y_pred, bounds, model = np.array([], dtype=float), {}, None
         if len(test):
-            model = objective.estimator(feature_set, params).fit(task.rows.iloc[plan.outer.train])
+            model = objective.fit(feature_set, params, plan.outer.train)
             served, predictions = served_predictions(task.rows.iloc[test], serving_models(task, plan, model))
             y_pred = predictions[task.target]
             reuse = objective.predictions.get(best.number) if plan.calibrates_on_inner else None
@@ -299,7 +311,8 @@ def run_task(task: StudyTask, progress=None) -> list[FoldOutcome]:
 def serving_models(task: StudyTask, plan: OuterPlan, model) -> dict[str, object]:
     """The models that answer an outer-test row the way the Predictor serves it: the evaluated model, and for a
     power model the ITL model that solves a Poisson load's requests in flight (StudyTask.itl_model, or one fitted
-    from `itl_config` on the outer-training rows that have an ITL: nothing of the test rows)."""
+    from `itl_config` on the outer-training rows that have an ITL and the step rows beside them: nothing of the
+    test rows)."""
     if task.target == "itl":
         return {"itl": model}
     itl = task.itl_model
@@ -307,10 +320,8 @@ def serving_models(task: StudyTask, plan: OuterPlan, model) -> dict[str, object]
         if task.itl_config is None:  # served_predictions says so if a test row needs one
             return {task.target: model}
         algorithm, feature_set, hp = task.itl_config
-        train = task.rows.iloc[plan.outer.train]
-        train = train[train[TARGETS["itl"].column].notna()]
-        itl = make_estimator(algorithm, "itl", feature_set, hp, seed=task.settings.seed,
-                             n_jobs=task.settings.n_jobs).fit(train)
+        itl = make_estimator(algorithm, "itl", feature_set, hp, seed=task.settings.seed, n_jobs=task.settings.n_jobs
+                             ).fit(itl_training_rows(task.rows, plan.outer.train, task.step_rows))
     return {"itl": itl, task.target: model}
 
 
@@ -321,7 +332,7 @@ def outer_bounds(task: StudyTask, plan: OuterPlan, objective: Objective, feature
     on each calibration fold (outer-training rows only), extrapolation judged against the outer-training ranges.
     `predictions`: the chosen trial's own predictions on the calibration folds (the inner folds), when this process
     made them; the refits would give the same numbers (every fit is seeded and single-threaded)."""
-    cal = intervals.calibrate(lambda: objective.estimator(feature_set, params), task.rows, objective.y,
+    cal = intervals.calibrate(lambda train: objective.fit(feature_set, params, train), task.rows, objective.y,
                               plan.calibration or plan.inner, predictions)
     test = task.rows.iloc[plan.outer.test] if test_rows is None else test_rows  # as served (predictor.as_served)
     train = task.rows.iloc[plan.outer.train]

@@ -10,7 +10,7 @@ import warnings
 import zlib
 
 from wattgpu.search import storage
-from wattgpu.search.nested import Objective, StudyTask, run_study
+from wattgpu.search.nested import StudyTask, run_study
 
 
 def worker_offset() -> int:
@@ -33,7 +33,7 @@ def work(tasks: list[StudyTask], poll_s: float | None = None) -> int:
     while pending:
         left = []
         for task, plan in pending:
-            objective = Objective(task.rows, plan.inner, task.target, task.algorithm, task.space, task.settings)
+            objective = task.objective(plan)
             with threadpool_limits(task.settings.n_jobs):
                 study = run_study(task, plan, objective, worker=offset, wait=False)
             if storage.spent(study)[0] < task.settings.n_trials:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from wattgpu import codehash, paths, registry, tracking
@@ -32,7 +33,8 @@ from wattgpu.catalogs.idle_power import load_idle_power
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import Evaluate, Params, Registry, load_params
 from wattgpu.errors import WattgpuError
-from wattgpu.evaluation.runner import prepare_rows, target_rows
+from wattgpu.evaluation.cv import fit_fold
+from wattgpu.evaluation.runner import prepare_rows, step_rows, target_rows
 from wattgpu.io import read_table, write_json
 from wattgpu.modeling import coverage, intervals
 from wattgpu.modeling.replica import paper_model
@@ -93,8 +95,9 @@ def run() -> dict:
             config = cand.configuration
             training = {"source": config.source or "all", "dense_only": config.dense_only, "seed": params.base.seed,
                         "offline_batch": ev.roofline_offline_batch}
-            rows = target_rows(training_table(root, config.source, config.dense_only, ev, cats), target)
-            check = registry.gate(target, rows, cand, params, code(), served_itl)
+            table = training_table(root, config.source, config.dense_only, ev, cats)
+            rows = target_rows(table, target)
+            check = registry.gate(target, rows, cand, params, code(), served_itl, step_rows(table, target))
             records[target] = r = publish(target, rows, cand, reg, paths.resolve(paths.MODELS_DIR / target, root),
                                           cats, training, check, calibration_folds(rows, params))
             if target == "itl":  # the folder holds the ITL champion now (promoted or restored)
@@ -164,19 +167,24 @@ def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, fol
     calibration = None
     if folds:
         y = learn[TARGETS[target].column].to_numpy(dtype=float)
-        calibration = intervals.calibrate(lambda: config.estimator(check.seed, check.n_jobs), learn, y, folds)
+        calibration = intervals.calibrate(
+            lambda train: fit_fold(config.estimator(check.seed, check.n_jobs), learn, train, check.step_rows),
+            learn, y, folds)
     champion = incumbent(client, name, target, dict(check.load_rho))
     adds_intervals = calibration is not None and champion is not None and not champion.intervals
     decision, record = registry.judge(cand, champion, check, reg, adds_intervals)
 
+    model = fit_fold(config.estimator(check.seed, check.n_jobs), learn, np.arange(len(learn)), check.step_rows)
+    learns_step_time = check.step_rows is not None and getattr(model, "learns_step_time", False)
     meta = {"target": target, "unit": TARGETS[target].unit, "origin": cand.origin, "algorithm": config.algorithm,
             "feature_set": config.feature_set, "hyperparameters": config.hyperparameters,
             "configuration": config.to_json(), **training,
-            "training_rows": len(learn), "training_ranges": coverage.training_ranges(learn),
+            "training_rows": len(learn),
+            "step_rows": len(check.step_rows) if learns_step_time else 0,  # latency-only rows its step time saw
+            "training_ranges": coverage.training_ranges(learn),
             "evaluation": {**cand.nested(), **asdict(check.evaluation)},
             "calibration": None if calibration is None else {"folds": len(folds), "scores": calibration.counts()}}
-    save_model_dir(folder, config.estimator(check.seed, check.n_jobs).fit(learn), catalogs.gpus_file,
-                   catalogs.llms_file, meta, catalogs.idle_power_w, calibration)
+    save_model_dir(folder, model, catalogs.gpus_file, catalogs.llms_file, meta, catalogs.idle_power_w, calibration)
     with mlflow.start_run(run_name=f"register-{target}", nested=True):
         mlflow.log_params({k: meta[k] for k in ("target", "origin", "algorithm", "feature_set", "training_rows")})
         mlflow.log_params({f"hp.{k}": v for k, v in config.hyperparameters.items()})

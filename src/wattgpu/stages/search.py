@@ -33,7 +33,14 @@ from wattgpu.errors import WattgpuError
 from wattgpu.evaluation import baselines, leaderboard
 from wattgpu.evaluation.cv import outer_regime
 from wattgpu.evaluation.predictions import ID_COLUMNS
-from wattgpu.evaluation.runner import interval_by_gpu, interval_table, metrics_table, prepare_rows, target_rows
+from wattgpu.evaluation.runner import (
+    interval_by_gpu,
+    interval_table,
+    metrics_table,
+    prepare_rows,
+    step_rows,
+    target_rows,
+)
 from wattgpu.io import read_table, write_csv, write_json
 from wattgpu.modeling import replica
 from wattgpu.modeling.algorithms import best_record
@@ -106,6 +113,7 @@ def tasks_for(ctx: Context, rows_by_target: dict[str, pd.DataFrame], plans: dict
     algorithms = sorted(s.candidates, key=lambda a: COST_ORDER.index(a))
     out = []
     for target, rows in rows_by_target.items():
+        beside = step_rows(ctx.rows, target)
         for algorithm in (a for a in algorithms if target in s.candidates[a].targets):
             space = s.candidates[algorithm]
             config = {"space": space.model_dump(mode="json"), "profile": s.active.model_dump(), "settings": repr(st),
@@ -114,7 +122,8 @@ def tasks_for(ctx: Context, rows_by_target: dict[str, pd.DataFrame], plans: dict
             for i, plan in enumerate(plans[target]):
                 sqlite = paths.resolve(paths.OPTUNA_DIR / store / f"{target}-{algorithm}" / f"{i:03d}.db", ctx.root)
                 storage = study_storage(s.storage, sqlite)  # the shared server where one is configured
-                out.append(StudyTask(rows, (plan,), target, algorithm, space, st, storage, fingerprint))
+                out.append(StudyTask(rows, (plan,), target, algorithm, space, st, storage, fingerprint,
+                                     step_rows=beside))
     return sorted(out, key=lambda t: (t.target != "itl", COST_ORDER.index(t.algorithm)))
 
 
