@@ -25,7 +25,7 @@ from wattgpu import paths
 from wattgpu.config import Regime
 from wattgpu.evaluation import baselines
 from wattgpu.evaluation.cv import fit_fold, folds
-from wattgpu.evaluation.runner import target_rows
+from wattgpu.evaluation.runner import step_rows, target_rows
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.predictor import served_predictions
 from wattgpu.stages.search import context, physics_itl_as_served
@@ -84,7 +84,7 @@ def main() -> None:
     ctx = context(root, with_idle_power=False)  # the search stages' own rows: no measured idle power
     params, rows = ctx.params, ctx.rows
     target = target_rows(rows, args.target)
-    latency_only = rows[rows[COLUMN[args.target]].isna() & rows["itl_s"].notna()] if args.target == "power" else None
+    latency_only = step_rows(rows, args.target)
     itl_rows = target_rows(rows, "itl")
     candidates = args.candidates or (["workload", "steppower", "lightgbm"] if args.target == "power" else ["workload"])
     seed = params.base.seed
