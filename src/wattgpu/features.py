@@ -425,13 +425,47 @@ def _concurrency_features(cols: _Columns, concurrency: np.ndarray, step: dict) -
 def with_concurrency(featured: pd.DataFrame, concurrency) -> pd.DataFrame:
     """Featured rows (engineer's output) at other requests in flight: `concurrency` and CONCURRENCY_FEATURES
     recomputed, every other column as it was; equal to engineering the rows anew at that concurrency."""
-    cols = _Columns(featured)
     out = featured.copy()
     out["concurrency"] = np.asarray(concurrency, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for name, values in _concurrency_features(cols, out["concurrency"].to_numpy(), _step_inputs(cols)).items():
-            out[name] = values
+    for name, values in concurrency_sweep(featured)(np.arange(len(out)), out["concurrency"].to_numpy()).items():
+        out[name] = values
     return out
+
+
+# The columns of featured rows that CONCURRENCY_FEATURES are computed from (_concurrency_features), besides the step
+# inputs (_step_inputs).
+_CONCURRENCY_INPUTS = ("running_cap", "kv_step_per_sequence_s", "compute_step_per_sequence_s",
+                       "comm_step_per_sequence_s", "sequence_step_s", "fixed_step_s")
+
+
+class _Arrays(dict):
+    """Columns already read as float arrays (name -> array), read as _Columns reads a frame's."""
+
+    def num(self, name: str) -> np.ndarray:
+        return self[name]
+
+
+def concurrency_sweep(featured: pd.DataFrame):
+    """(positions, concurrency) -> CONCURRENCY_FEATURES of `featured.iloc[positions]` at `concurrency` requests in
+    flight ({name: values}: with_concurrency's columns, the same numbers), with everything that does not depend on
+    the requests in flight read and worked out once: the Poisson fixed point asks the same rows at many."""
+    cols = _Columns(featured)
+    step = _step_inputs(cols)
+    inputs = {name: cols.num(name) for name in _CONCURRENCY_INPUTS if name in cols}
+
+    def at(positions: np.ndarray, concurrency) -> dict[str, np.ndarray]:
+        rows = _Arrays({name: values[positions] for name, values in inputs.items()})
+        taken = {k: v[positions] if np.ndim(v) else v for k, v in step.items()}
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return _concurrency_features(rows, concurrency, taken)
+
+    return at
+
+
+def has_replica_shape(featured: pd.DataFrame) -> np.ndarray:
+    """Per row, whether its replica has a shape the models were not trained on (expert parallel, DP attention,
+    speculative decoding): where it has, replica_shape_ratio depends on the requests in flight."""
+    return _shape(_Columns(featured))["shaped"]
 
 
 # ------------------------------------------------------------------------------------------------- the replica's shape

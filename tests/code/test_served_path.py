@@ -14,9 +14,10 @@ from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
 from wattgpu.config import AlgorithmSpace, Regime
 from wattgpu.evaluation.runner import prepare_rows, target_rows
+from wattgpu.features import with_concurrency
 from wattgpu.io import read_table
 from wattgpu.modeling.algorithms import make_estimator
-from wattgpu.modeling.predictor import Predictor, as_served, served_predictions, solve_concurrency
+from wattgpu.modeling.predictor import Predictor, as_served, served_predictions, shaped_itl, solve_concurrency
 from wattgpu.search.nested import Settings, StudyTask, nested_plan, run_task
 from wattgpu.sources.schema import MEASURED_CONCURRENCY
 
@@ -111,3 +112,36 @@ def test_an_overloaded_poisson_load_stops_at_the_engines_own_cap(table):
     assert solved["concurrency"].iloc[0] == 1024
     fit = rows["running_cap"].iloc[1]
     assert fit > 1024 and solved["concurrency"].iloc[1] == pytest.approx(fit)
+
+
+def test_the_fixed_point_shortcut_answers_what_re_featuring_the_rows_answers(table):
+    """The Poisson fixed point asks the ITL model at many requests in flight through a shortcut (features.
+    concurrency_sweep, TargetRegressor.at_concurrency, StepTimeRegressor.at_context: what does not depend on the
+    requests in flight built once). It answers, to the bit, what the rows re-featured at each concurrency and
+    predicted answer: dense and MoE LLMs, one GPU and four, two engines, below and beyond the engine's cap. The fit is
+    a FIXTURE."""
+    rows, gpus, llms = table
+    itl = make_estimator("workload", "itl", "workload", HP, seed=42).fit(target_rows(rows, "itl"))
+    predictor = Predictor({"itl": itl}, gpus, llms, offline_batch=256)
+    asked = [{"gpu": gpu, "llm": llm, "scenario": "server", "request_rate_per_s": rate, "prompt_tokens": 512,
+              "output_tokens": 300, "n_gpus": n, "engine": engine, "engine_version": version}
+             for gpu in ("H100 SXM", "A30")
+             for llm, n in (("meta-llama/Llama-3.1-8B-Instruct", 1), ("Qwen/Qwen3-30B-A3B", 1),
+                            ("meta-llama/Llama-3.1-70B-Instruct", 4))
+             for engine, version in (("vllm", "0.14.1"), ("tensorrt-llm", "0.12.0"))
+             for rate in (0.05, 3.0, 1000.0)]
+    featured = predictor.features(predictor.validate(asked))
+    served = shaped_itl(itl)
+    ask = served.at_concurrency(featured)
+    assert itl.at_concurrency(featured) is not None  # the shortcut applies (no silent fallback to re-featuring)
+    rng = np.random.default_rng(0)
+    for size in (1, 7, len(featured)):
+        positions = np.sort(rng.choice(len(featured), size=size, replace=False))
+        concurrency = rng.uniform(0.0, 3000.0, size=size)
+        np.testing.assert_array_equal(ask(positions, concurrency),
+                                      served(with_concurrency(featured.iloc[positions], concurrency)))
+    fast, itl_fast = solve_concurrency(featured, served)
+    slow, itl_slow = solve_concurrency(featured, lambda f: served(f))  # a plain callable: re-featured every step
+    np.testing.assert_array_equal(fast["concurrency"], slow["concurrency"])
+    np.testing.assert_array_equal(itl_fast, itl_slow)
+    assert (fast["concurrency"] > 0).all() and np.isfinite(itl_fast).all()

@@ -25,6 +25,7 @@ from sklearn.model_selection import GroupKFold, KFold
 
 from wattgpu.config import Regime, Search
 from wattgpu.errors import WattgpuError
+from wattgpu.modeling.targets import itl_learning_rows
 from wattgpu.workload import engine_generation_groups
 
 
@@ -125,7 +126,7 @@ def check_disjoint(rows: pd.DataFrame, regime: Regime, fold: Fold) -> None:
         assert not set(group_keys(train, regime.kind)) & set(group_keys(test, regime.kind)), \
             f"{fold.name}: its {'lab' if regime.kind == 'loso' else 'engine generation'} seen in training"
     if regime.kind == "group_kfold":
-        pairs = lambda f: set(zip(f["gpu"], f["llm"]))  # noqa: E731
+        pairs = lambda f: set(zip(f["gpu"], f["llm"]))
         assert not pairs(train) & pairs(test), f"{fold.name}: (GPU, LLM) pair on both sides"
 
 
@@ -168,7 +169,5 @@ def fit_fold(estimator, rows: pd.DataFrame, train: np.ndarray, extra: pd.DataFra
 def itl_training_rows(rows: pd.DataFrame, train: np.ndarray, extra: pd.DataFrame | None = None) -> pd.DataFrame:
     """What an ITL model of this fold learns from: the training rows that have an ITL, and the rows of `extra` the
     fold may learn from (beside_training)."""
-    learn = rows.iloc[train]
-    if extra is not None and not extra.empty:
-        learn = pd.concat([learn, beside_training(extra, rows, train)], ignore_index=True)
-    return learn[learn["itl_s"].notna()]
+    beside = None if extra is None or extra.empty else beside_training(extra, rows, train)
+    return itl_learning_rows(rows.iloc[train], beside)

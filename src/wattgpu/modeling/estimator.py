@@ -13,8 +13,8 @@ from sklearn.preprocessing import OrdinalEncoder, StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from wattgpu.arrays import floats
-from wattgpu.features import FeatureSet
-from wattgpu.modeling.targets import Target
+from wattgpu.features import CONCURRENCY_FEATURES, FeatureSet, concurrency_sweep
+from wattgpu.modeling.targets import ITL, LIMIT_INPUTS, Target
 from wattgpu.workload import PROXY_FAMILY
 
 
@@ -110,6 +110,40 @@ class TargetRegressor(RegressorMixin, BaseEstimator):
                 x = self._numeric(asked)  # column-major, as ColumnTransformer hands it on: the same sums, bit for bit
                 z = self.pipeline_.named_steps["model"].predict(np.asfortranarray(np.where(np.isnan(x), fill, x)))
         return self.target.decode(rows, z)
+
+    def at_concurrency(self, rows: pd.DataFrame):
+        """(positions, concurrency) -> `predict(with_concurrency(rows.iloc[positions], concurrency))`, the same
+        numbers, with the inputs that do not depend on the requests in flight built once (the Poisson fixed point,
+        predictor.solve_concurrency, asks the same rows at many); None where that shortcut does not apply (inputs
+        not all numeric and mean-imputed, or a target other than ITL, whose decoding reads more of the rows)."""
+        check_is_fitted(self, "pipeline_")
+        fill = self._imputed()
+        if fill is None or self.target != ITL:
+            return None
+        x = self._numeric(as_measured_release(rows, getattr(self, "measured_releases_", {})))
+        moving = [(j, col) for j, col in enumerate(self.features.numeric) if col in CONCURRENCY_FEATURES]
+        sweep = concurrency_sweep(rows)
+        # what ITL's decoding reads besides CONCURRENCY_FEATURES (targets.Target.limits: the step's memory floor)
+        fixed = {col: rows[col].to_numpy() for col in LIMIT_INPUTS if col in rows and col not in CONCURRENCY_FEATURES}
+        model = self.pipeline_.named_steps["model"]
+        with config_context(assume_finite=True, skip_parameter_validation=True):
+            # a regressor whose concurrency-free part can be kept (modeling.steptime: the boosted factor) keeps it
+            kept = model.at_context(np.asfortranarray(np.where(np.isnan(x), fill, x))) \
+                if hasattr(model, "at_context") else None
+
+        def predict(positions: np.ndarray, concurrency) -> np.ndarray:
+            moved = sweep(positions, concurrency)
+            xs = x[positions]
+            for j, col in moving:
+                xs[:, j] = moved[col]
+            xs = np.asfortranarray(np.where(np.isnan(xs), fill, xs))
+            with config_context(assume_finite=True, skip_parameter_validation=True):
+                z = kept(positions, xs) if kept is not None else model.predict(xs)
+            decoding = pd.DataFrame({**{k: v[positions] for k, v in fixed.items()},
+                                     **{k: v for k, v in moved.items() if k in LIMIT_INPUTS}})
+            return self.target.decode(decoding, z)
+
+        return predict
 
     def _imputed(self) -> np.ndarray | None:
         """The means the preprocessor fills missing inputs with, where imputing is all it does (numeric features, not

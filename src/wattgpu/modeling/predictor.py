@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.features import accelerator_families, engineer, replica_shape_ratio, with_concurrency
+from wattgpu.features import accelerator_families, engineer, has_replica_shape, replica_shape_ratio, with_concurrency
 from wattgpu.modeling import coverage, intervals
 from wattgpu.modeling.targets import TARGETS
 from wattgpu.request import RequestError, Validated, validate, validate_batch
@@ -53,7 +53,25 @@ def shaped_itl(model) -> callable:
     def itl(featured: pd.DataFrame) -> np.ndarray:
         return np.asarray(model.predict(featured), dtype=float) * replica_shape_ratio(featured)
 
+    def at_concurrency(featured: pd.DataFrame):
+        """(positions, concurrency) -> itl(with_concurrency(featured.iloc[positions], concurrency)): the model's own
+        shortcut (estimator.TargetRegressor.at_concurrency) where it has one and no row has a replica shape (whose
+        ratio depends on the requests in flight), else the rows re-featured at each concurrency."""
+        fast = getattr(model, "at_concurrency", None)
+        fast = fast(featured) if fast is not None and not has_replica_shape(featured).any() else None
+        if fast is not None:
+            return lambda positions, concurrency: np.asarray(fast(positions, concurrency), dtype=float)
+        return refeatured(itl, featured)
+
+    itl.at_concurrency = at_concurrency
     return itl
+
+
+def refeatured(itl, featured: pd.DataFrame):
+    """(positions, concurrency) -> `itl` (featured rows -> s) of `featured.iloc[positions]` re-featured at
+    `concurrency` requests in flight (features.with_concurrency)."""
+    return lambda positions, concurrency: np.asarray(itl(with_concurrency(featured.iloc[positions], concurrency)),
+                                                     dtype=float)
 
 
 def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray,
@@ -122,7 +140,7 @@ class Predictor:
                                "a Poisson load's requests in flight come from the ITL model, which this power model "
                                "was served without: give `concurrency` (requests in flight), or serve it beside the "
                                "ITL model")
-        return solve_concurrency(featured, self._itl)
+        return solve_concurrency(featured, shaped_itl(self.models.get("itl")))
 
     def predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Predictions for validated rows: gpu, llm, scenario and OUTPUT_COLUMNS. A Poisson row is `overloaded`
@@ -243,7 +261,8 @@ def solve_concurrency(featured: pd.DataFrame, itl) -> tuple[pd.DataFrame, np.nda
     Little's law: the fixed point of C = rate x output tokens x ITL(C), with `itl` (featured rows -> ITL in s) the
     ITL model, found by iteration from zero requests (ITL never falls as C rises, so the iteration climbs to the
     smallest fixed point), capped by the engine's cap (vLLM's default max_num_seqs). Each step recomputes only the
-    features that depend on C (features.with_concurrency) and predicts only the rows that have not converged.
+    features that depend on C (features.with_concurrency; an `itl` from shaped_itl builds the others once, its
+    `at_concurrency`) and predicts only the rows that have not converged.
     Returns the rows at their C and ITL(C) where the last step predicted it (NaN elsewhere), so that it is not
     predicted again. The one definition of a Poisson load's requests in flight: serving and evaluation both call
     it."""
@@ -255,8 +274,9 @@ def solve_concurrency(featured: pd.DataFrame, itl) -> tuple[pd.DataFrame, np.nda
     demand, cap = _demand(sub), _cap(sub)
     c, at_c = np.zeros(len(sub)), np.full(len(sub), np.nan)
     active = np.arange(len(sub))
+    ask = itl.at_concurrency(sub) if hasattr(itl, "at_concurrency") else refeatured(itl, sub)
     for _ in range(FIXED_POINT_STEPS):
-        at_c[active] = np.asarray(itl(with_concurrency(sub.iloc[active], c[active])), dtype=float)
+        at_c[active] = ask(active, c[active])
         new = np.minimum(demand[active] * at_c[active], cap[active])
         moving = ~np.isclose(new, c[active], rtol=1e-4, atol=1e-9)
         c[active[moving]], at_c[active[moving]] = new[moving], np.nan  # ITL at the new C is not known yet

@@ -33,7 +33,7 @@ from wattgpu.arrays import floats
 from wattgpu.features import WORKLOAD_POWER
 from wattgpu.modeling.estimator import as_measured_release, measured_releases
 from wattgpu.modeling.steptime import ConvergenceWarning, Memo
-from wattgpu.modeling.targets import POWER
+from wattgpu.modeling.targets import ITL, POWER, itl_learning_rows
 
 
 def spec_sheet(rows: pd.DataFrame) -> np.ndarray:
@@ -85,11 +85,10 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
     def _fit_itl(self, rows: pd.DataFrame, step_rows: pd.DataFrame | None):
         from wattgpu.modeling.algorithms import make_estimator  # the candidates' module builds the step-time model
 
-        learn = rows if step_rows is None or step_rows.empty else pd.concat([rows, step_rows], ignore_index=True)
-        learn = learn[learn["itl_s"].notna()]
+        learn = itl_learning_rows(rows, step_rows)
         model = make_estimator("workload", "itl", "workload", self.itl_hyperparameters, seed=self.random_state,
                                n_jobs=self.n_jobs)
-        key = _digest(learn[[*model.features.columns, "itl_s", "engine"]],
+        key = _digest(learn[[*model.features.columns, ITL.column, "engine"]],
                       repr((sorted(self.itl_hyperparameters.items()), self.random_state)))
         return _FITTED.get(key, lambda: model.fit(learn))
 

@@ -227,6 +227,22 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
         z1 = np.column_stack([np.ones(len(w)), (w - self.mean_) / self.scale_])
         return self._log_step(terms, z1, self.theta_)[0] + self.boost_.predict(z)
 
+    def at_context(self, X):
+        """(positions, X') -> predict(X') for rows `positions` of X whose context z is unchanged in X' (only the
+        terms, the batch or the weights' inputs differ): the boosted factor g(z), which depends on nothing else, is
+        computed once for every row of X (the Poisson fixed point asks the same rows at many requests in flight)."""
+        check_is_fitted(self, "theta_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        boost = self.boost_.predict(self._split(X)[2])
+
+        def predict(positions: np.ndarray, moved: np.ndarray) -> np.ndarray:
+            terms, w, _ = self._split(moved)
+            w = np.clip(w, self.low_, self.high_)
+            z1 = np.column_stack([np.ones(len(w)), (w - self.mean_) / self.scale_])
+            return self._log_step(terms, z1, self.theta_)[0] + boost[positions]
+
+        return predict
+
     @property
     def feature_importances_(self) -> np.ndarray:
         """Importance per input column: the boosted factor's, on the context columns (0 for the terms)."""

@@ -12,6 +12,9 @@ from wattgpu import physics
 from wattgpu.arrays import floats
 from wattgpu.features import load_scaled_tdp_w
 
+# The feature columns Target.limits reads.
+LIMIT_INPUTS = ("gpu_tdp_w", "weights_step_s", "running_sequences", "kv_step_per_sequence_s")
+
 
 @dataclass(frozen=True)
 class Target:
@@ -62,6 +65,13 @@ class Target:
 POWER = Target("power", "power_w_per_gpu", "W")
 ITL = Target("itl", "itl_s", "s")
 TARGETS = {"power": POWER, "itl": ITL}
+
+
+def itl_learning_rows(rows: pd.DataFrame, extra: pd.DataFrame | None = None) -> pd.DataFrame:
+    """What a step-time (ITL) model learns from: the rows of `rows` and of `extra` (latency-only rows, where given)
+    that have an ITL."""
+    learn = rows if extra is None or extra.empty else pd.concat([rows, extra], ignore_index=True)
+    return learn[learn[ITL.column].notna()]
 
 
 @dataclass(frozen=True)
