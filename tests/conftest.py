@@ -61,6 +61,9 @@ def shrink(p: dict) -> None:
     ev["replica"]["power"]["n_estimators"] = 15
     ev["replica"]["itl"]["n_estimators"] = 15
     p["search"]["profile"] = "smoke"
+    for regime in p["search"]["regimes"].values():
+        if regime["kind"] == "lolo":
+            regime["groups"] = 3  # 3 outer folds, not 10: search@lolo was a quarter of the test pipeline's time
     # the candidates `make run` searches (the smoke profile alone would search every one, xgboost too: its fit and
     # predict are unit tests, tests/code/test_search.py)
     profiles = p["search"]["profiles"]
