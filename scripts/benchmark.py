@@ -5,6 +5,8 @@ in-process throughput, the command line end to end, and the bad-input corpus's t
     python scripts/benchmark.py --duration 10         # a shorter run
     python scripts/benchmark.py --stages register     # also times `dvc repro -f -s register` (side effects: a new version)
     python scripts/benchmark.py --stages              # ... every stage of dvc.yaml
+    python scripts/benchmark.py --against d908f79 --duration 40   # serving and in-process: that commit's code, then
+                                                                  # this tree's, back to back (same champions)
 
 It prints figures; it is not a test. The served models come from the project's MLflow store (`dvc repro` first).
 The server is the one `make serve` starts (serving.app, both champions, 127.0.0.1); the clients are threads with
@@ -235,6 +237,30 @@ def bad_input_totals() -> None:
         print(corpus_summary(corpus_totals(paths.project_root(), Path(tmp))))
 
 
+SECTIONS = ("stages", "serving", "in-process", "cli", "bad-input")
+COMPARED = ("serving", "in-process")  # what --against runs for each side: what the served code's speed sets
+
+
+def against(args) -> None:
+    """--against REV: the serving and in-process sections with REV's package (its `src`, on PYTHONPATH, which the
+    server inherits), then with this tree's, one after the other on this machine and on the same registered
+    champions: a before / after that machine noise between runs does not decide."""
+    import tempfile
+
+    root = paths.project_root()
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "archive", args.against, "src"], cwd=root, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        for label, src in ((args.against, Path(tmp) / "src"), ("this tree", None)):
+            env = dict(os.environ)
+            if src is not None:
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
+            subprocess.run([sys.executable, __file__, "--label", label, "--sections", *COMPARED,
+                            "--clients", str(args.clients),
+                            "--duration", str(args.duration), "--workers", str(args.workers),
+                            "--batch", str(args.batch)], env=env, check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=16, help="concurrent HTTP clients")
@@ -243,17 +269,32 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000, help="rows per request for the throughput figures")
     parser.add_argument("--stages", nargs="*", default=None, metavar="STAGE",
                         help="time `dvc repro -f -s` for these stages (none named: every stage)")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                        help="which sections to run (default: all)")
+    parser.add_argument("--against", metavar="REV",
+                        help="a git revision: its code's serving and in-process figures, then this tree's")
+    parser.add_argument("--label", help=argparse.SUPPRESS)  # --against's: which side, and the package it imported
     args = parser.parse_args()
+    if args.against:
+        return against(args)
     batch = batch_requests(args.batch)
+    if args.label:
+        import wattgpu
+
+        print(f"#### {args.label} (package {Path(wattgpu.__file__).parent})", flush=True)
     # Sections in order; each prints its own block.
-    if args.stages is None:
+    if "stages" in args.sections and args.stages is None:
         recorded_stage_table()
-    else:
+    elif "stages" in args.sections:
         stage_times(args.stages)
-    serving(args, batch)
-    in_process(batch)
-    cli_times()
-    bad_input_totals()
+    if "serving" in args.sections:
+        serving(args, batch)
+    if "in-process" in args.sections:
+        in_process(batch)
+    if "cli" in args.sections:
+        cli_times()
+    if "bad-input" in args.sections:
+        bad_input_totals()
 
 
 if __name__ == "__main__":
