@@ -8,7 +8,7 @@
   that the width criteria meet only if the point predictions improve;
 - `bins x floor`: bands from the other held-out GPUs' outer residuals (leave-one-GPU-out over the outer folds, a
   proxy for the inner-fold calibration), per bin (the workload group, or the source x load group) with the
-  group-conditional floor at a few quantiles across GPUs (modeling/intervals.GROUP_AGG): the trade-off between
+  group-conditional floor at a few quantiles across GPUs (the rule before modeling/intervals.UNIT_SLACK): the trade-off between
   groups left under 0.65 and the median width.
 
 Groups with 20+ rows, accelerator families never measured (Intel) left out as the served model abstains there.

@@ -84,7 +84,7 @@ class SearchProfile(Strict):
     inner_folds: int = Field(3, ge=0)  # inner CV folds; 0 = one per group (the regime's own leave-one-out)
     max_pairs: int | None = Field(8, ge=1)  # lopo: seeded sample of outer (GPU, LLM) pairs; None = all
     # conformal calibration folds, grouped like inner_folds (0 = one per group); null: the inner folds themselves,
-    # scored by the chosen trial's own inner-fold predictions (no extra fit)
+    # the chosen trial's own inner-fold models (no refit of the model)
     calibration_folds: int | None = Field(6, ge=0)
 
     algorithms: tuple[str, ...] | None = None  # the candidates this profile searches (null: every one in `algorithms`)

@@ -43,6 +43,7 @@ from wattgpu.config import Params, Registry, Replica, XgbParams
 from wattgpu.evaluation.cv import Fold, fit_fold, folds, itl_training_rows, outer_regime
 from wattgpu.evaluation.metrics import score_groups
 from wattgpu.evaluation.predictions import ID_COLUMNS
+from wattgpu.modeling import intervals
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.predictor import served_predictions
 from wattgpu.modeling.replica import paper_model, paper_target
@@ -195,16 +196,25 @@ def _fit_solver(rows: pd.DataFrame, itl: Configuration, train: np.ndarray, seed:
 
 def _fold_score(rows: pd.DataFrame, config: Configuration, train: np.ndarray, test: np.ndarray, seed: int,
                 n_jobs: int, solver=None, step_rows: pd.DataFrame | None = None) -> float:
+    _, pred = served_fold(rows, config, train, test, seed, n_jobs, solver, step_rows)
+    y = rows[TARGETS[config.target].column].to_numpy(dtype=float)
+    return round(score(y[test], pred, score_groups(rows)[test]), 6)
+
+
+def served_fold(rows: pd.DataFrame, config: Configuration, train: np.ndarray, test: np.ndarray, seed: int,
+                n_jobs: int, solver=None, step_rows: pd.DataFrame | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+    """`config` fitted on the rows at `train` (and the step rows beside them): the rows at `test` as they are served
+    and its predictions there, in the target's units (modeling.predictor.served_predictions, a Poisson row's requests
+    in flight solved by `solver`, an ITL model fitted on the same rows; the paper replica takes the request rate
+    itself)."""
     learn, factor = config.learning_rows(rows)
     model = fit_fold(config.estimator(seed, n_jobs), learn, train, step_rows)
     if config.algorithm == REPLICA_ALGORITHM:
         with np.errstate(over="ignore", invalid="ignore"):
-            pred = np.asarray(model.predict(learn.iloc[test]), dtype=float) * factor[test]
-    else:
-        models = {config.target: model, **({"itl": solver} if solver is not None and _needs_solver(config) else {})}
-        pred = served_predictions(rows.iloc[test], models)[1][config.target]
-    y = rows[TARGETS[config.target].column].to_numpy(dtype=float)
-    return round(score(y[test], pred, score_groups(rows)[test]), 6)
+            return rows.iloc[test], np.asarray(model.predict(learn.iloc[test]), dtype=float) * factor[test]
+    models = {config.target: model, **({"itl": solver} if solver is not None and _needs_solver(config) else {})}
+    served, pred = served_predictions(rows.iloc[test], models)
+    return served, pred[config.target]
 
 
 @dataclass(frozen=True)
@@ -382,6 +392,20 @@ class Gate:
     def scores(self, configurations: dict[str, Configuration]) -> dict[str, dict[str, float]]:
         return rescore(self.rows, self.folds, configurations, self.seed, self.n_jobs, self.n_workers, self.itl,
                        self.step_rows)
+
+    def calibration(self, config: Configuration, folds: list[Fold]) -> intervals.Calibration:
+        """Conformal scores of `config` on `folds` of `rows` (grouped folds of every row: register's calibration
+        folds), each held-out row predicted as served (served_fold: a power model's Poisson rows at the requests in
+        flight that `itl`, fitted on the same fold's rows, solves)."""
+
+        def predict_fold(fold: Fold) -> tuple[pd.DataFrame, np.ndarray]:
+            solver = (_fit_solver(self.rows, self.itl, fold.train, self.seed, self.n_jobs, self.step_rows)
+                      if self.itl is not None and _needs_solver(config) else None)
+            return served_fold(self.rows, config, fold.train, fold.test, self.seed, self.n_jobs, solver,
+                               self.step_rows)
+
+        y = self.rows[TARGETS[config.target].column].to_numpy(dtype=float)
+        return intervals.calibrate(predict_fold, self.rows, y, folds)
 
 
 def gate(target: str, rows: pd.DataFrame, cand: Candidate, params: Params, code: str,

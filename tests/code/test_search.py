@@ -22,6 +22,7 @@ from wattgpu.evaluation.metrics import score_groups
 from wattgpu.features import FEATURE_SETS, PHYSICS, engineer
 from wattgpu.modeling import intervals
 from wattgpu.modeling.algorithms import ALGORITHMS, best_record, build_estimator, make_estimator
+from wattgpu.modeling.predictor import served_predictions
 from wattgpu.modeling.targets import TARGETS, physics_target
 from wattgpu.modeling.trendboost import TrendBoost
 from wattgpu.search.nested import (
@@ -32,6 +33,7 @@ from wattgpu.search.nested import (
     assert_inner_inside,
     inner_folds,
     nested_plan,
+    outer_bounds,
     run_study,
     run_task,
     score,
@@ -246,11 +248,20 @@ def test_same_seed_same_result_and_a_finished_study_resumes_without_new_trials(r
         assert len(c.trials) == len(a.trials) == 3
 
 
+def spy_calibrations(monkeypatch) -> list:
+    """The Calibration objects search.nested's outer_bounds builds, in order."""
+    from wattgpu.search import nested
+
+    seen, calibrate = [], nested.intervals.calibrate
+    monkeypatch.setattr(nested.intervals, "calibrate", lambda *a: seen.append(calibrate(*a)) or seen[-1])
+    return seen
+
+
 @pytest.mark.parametrize("algorithm", ["lightgbm", "workload"])
-def test_calibration_reuses_the_chosen_trials_inner_predictions_and_a_refit_gives_the_same_scores(rows, search,
-                                                                                                 tmp_path, algorithm):
-    """`calibration_folds: null` scores the intervals with the chosen trial's own inner-fold predictions; a resumed
-    study (trials run by an earlier process) refits instead: both must give the same calibration."""
+def test_calibration_reuses_the_chosen_trials_inner_models_and_a_refit_gives_the_same_scores(rows, search, tmp_path,
+                                                                                            algorithm, monkeypatch):
+    """`calibration_folds: null` scores the intervals with the chosen trial's own inner-fold models; a resumed study
+    (trials run by an earlier process) refits instead: both must give the same calibration."""
     task = _task(rows, search, tmp_path, algorithm, "reuse")
     plan = task.plans[0]
     assert plan.calibrates_on_inner
@@ -258,11 +269,51 @@ def test_calibration_reuses_the_chosen_trials_inner_predictions_and_a_refit_give
     best = run_study(task, plan, objective).best_trial
     params = dict(best.params)
     feature_set = params.pop("feature_set", task.space.feature_sets[0])
-    reused = intervals.calibrate(None, rows, objective.y, plan.inner, objective.predictions[best.number])
-    refit = intervals.calibrate(lambda train: objective.fit(feature_set, params, train), rows, objective.y, plan.inner)
+    own = objective.models[best.number]
+    assert len(own) == len(plan.inner)
+    seen = spy_calibrations(monkeypatch)
+    y_pred = np.ones(len(plan.outer.test))
+    outer_bounds(task, plan, objective, feature_set, params, y_pred, own)
+    outer_bounds(task, plan, objective, feature_set, params, y_pred)  # refits
+    reused, refit = seen
     assert len(reused.scores) == sum(len(f.test) for f in plan.inner) > 0
-    for part in ("scores", "group", "extrapolating"):
+    for part in ("scores", "group", "extrapolating", "unit"):
         np.testing.assert_array_equal(getattr(reused, part), getattr(refit, part))
+
+
+def test_calibration_scores_a_poisson_row_at_the_requests_in_flight_its_fold_model_solves(rows, search, tmp_path,
+                                                                                        monkeypatch):
+    """A Poisson row's calibration score is the error of what is served: requests in flight solved from its rate by
+    the fold's own ITL model (modeling.predictor.served_predictions), not those Little's law derives from the measured
+    latency (FIXTURE rows marked so)."""
+    marked = rows.copy()
+    poisson = marked["request_rate_per_s"].notna().to_numpy()
+    marked["concurrency_derivation"] = np.where(poisson, "littles_law_rate_x_mean_e2e", "")
+    plans = tuple(nested_plan(marked, Regime(kind="logo"), inner_splits=2, seed=5)[:1])
+    settings = Settings(seed=5, n_trials=1, pruner_startup_trials=1, load_rho=tuple(sorted(RHO.items())))
+    task = StudyTask(marked, plans, "itl", "workload", search.algorithms["workload"], settings,
+                     tmp_path / "served.db", "fixture")
+    plan = task.plans[0]
+    objective = task.objective(plan)
+    best = run_study(task, plan, objective).best_trial
+    params = dict(best.params)
+    feature_set = params.pop("feature_set", task.space.feature_sets[0])
+    seen = spy_calibrations(monkeypatch)
+    outer_bounds(task, plan, objective, feature_set, params, np.ones(len(plan.outer.test)),
+                 objective.models[best.number])
+    (cal,) = seen
+    served, at_measured = [], []
+    for fold, model in zip(plan.inner, objective.models[best.number]):
+        test = marked.iloc[fold.test]
+        served.append(served_predictions(test, {"itl": model})[1]["itl"])
+        at_measured.append(np.asarray(model.predict(test), dtype=float))
+    y = np.concatenate([objective.y[f.test] for f in plan.inner])
+    expected = np.log(y) - np.log(np.concatenate(served))
+    np.testing.assert_allclose(cal.scores, expected[np.isfinite(expected)])
+    on_poisson = np.concatenate([poisson[f.test] for f in plan.inner])
+    measured = np.log(y) - np.log(np.concatenate(at_measured))
+    assert not np.allclose(expected[on_poisson], measured[on_poisson])  # the solver's share of the error is in it
+    np.testing.assert_allclose(expected[~on_poisson], measured[~on_poisson])
 
 
 def test_build_estimator_round_trips_the_best_json(rows):

@@ -104,7 +104,8 @@ def test_the_answer_carries_its_interval_and_the_schema_documents_it(server):
     at80, at95 = r.json()["predictions"]
     assert at80["level"] == 0.8 and at95["level"] == 0.95 and at80["interval"] == ""
     assert 0 < at80["power_w_lo"] < at80["power_w"] < at80["power_w_hi"]
-    assert at95["power_w_lo"] < at80["power_w_lo"] and at95["power_w_hi"] > at80["power_w_hi"]  # wider at 95 %
+    # wider at 95 %: below, and above up to the GPU's TDP, where a band is clipped (targets.Target.limits)
+    assert at95["power_w_lo"] < at80["power_w_lo"] and at95["power_w_hi"] >= at80["power_w_hi"]
     info = mlflow.models.get_model_info("models:/wattgpu-power@champion")
     outputs = [c.name for c in info.signature.outputs.inputs]
     assert {"power_w", "power_w_lo", "power_w_hi", "level", "interval"} <= set(outputs)

@@ -13,6 +13,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from wattgpu.modeling.intervals import DEFAULT_LEVEL, UNIT_SLACK
+
 SELECTION = "nested_selection"  # the nested algorithm selection (the default algorithm unless beaten by > 1 SE)
 PLAIN_SELECTION = "plain_selection"  # the same outcomes, lowest inner score wins (no default algorithm)
 REPLICA = "paper_replica"
@@ -109,7 +111,9 @@ def search_depth(studies: pd.DataFrame) -> dict:
 
 
 MIN_CELL_ROWS = 20  # a (target, held-out unit, group) cell with fewer rows is too small to judge its coverage
-COVERAGE_FLOOR = 0.65  # an 80 % band must cover at least this share of every judged cell (or abstain on all of it)
+# an 80 % band must cover at least this share (0.65) of every judged cell (or abstain on all of it): the share the
+# intervals' group floor keeps inside for every calibration GPU
+COVERAGE_FLOOR = round(DEFAULT_LEVEL - UNIT_SLACK, 2)
 
 
 def group_coverage(table: pd.DataFrame, by: str, level: str = "80") -> dict:

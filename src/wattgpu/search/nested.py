@@ -87,7 +87,7 @@ class OuterPlan:
     outer: Fold
     inner: tuple[Fold, ...]
     # grouped like `inner` (calibration_splits of them): conformal scores; `inner` itself (the same object) when the
-    # scores come from the chosen trial's own inner-fold predictions, with no fit of their own
+    # scores come from the chosen trial's own inner-fold models, with no fit of their own
     calibration: tuple[Fold, ...] = ()
 
     @property
@@ -98,7 +98,7 @@ class OuterPlan:
 def nested_plan(rows: pd.DataFrame, regime: Regime, inner_splits: int, seed: int,
                 calibration_splits: int | None = None) -> list[OuterPlan]:
     """Outer folds of the regime; inner (and calibration) folds built from each outer fold's training rows only.
-    `calibration_splits` None: calibrate on the inner folds themselves (their predictions are already made)."""
+    `calibration_splits` None: calibrate on the inner folds themselves (their models are already fitted)."""
     plans = []
     for outer in folds(rows, regime, seed):
         if not len(outer.train):
@@ -151,8 +151,8 @@ class Settings:
 class Objective:
     """Mean inner-fold score of one trial's estimator; reports after each fold so MedianPruner can stop it.
 
-    It keeps each completed trial's inner-fold predictions (`predictions[trial number]`, one array per inner fold,
-    this process's trials only), so that calibrating the chosen trial on the inner folds costs no fit.
+    It keeps each completed trial's inner-fold models (`models[trial number]`, one per inner fold, this process's
+    trials only), so that calibrating the chosen trial on the inner folds costs no fit of the model itself.
     `step_rows`: rows with an ITL and without the target (StudyTask.step_rows) that a fold's power model may learn its
     step time from (evaluation.cv.fit_fold).
     """
@@ -163,7 +163,7 @@ class Objective:
         self.space, self.settings, self.step_rows = space, settings, step_rows
         self.y = rows[TARGETS[target].column].to_numpy(dtype=float)
         self.labels = score_groups(rows)
-        self.predictions: dict[int, list[np.ndarray]] = {}
+        self.models: dict[int, list] = {}
 
     def estimator(self, feature_set: str, hp: dict):
         s = self.settings
@@ -178,18 +178,18 @@ class Objective:
         import optuna
 
         feature_set, hp = suggest(trial, self.space)
-        scores, preds = [], []
+        scores, models = [], []
         for step, fold in enumerate(self.inner):
             model = self.fit(feature_set, hp, fold.train)
             with np.errstate(over="ignore", invalid="ignore"):
                 pred = np.asarray(model.predict(self.rows.iloc[fold.test]), dtype=float)
-            preds.append(pred)
+            models.append(model)
             scores.append(score(self.y[fold.test], pred, self.labels[fold.test]))
             trial.report(float(np.mean(scores)), step)
             if trial.should_prune():
                 raise optuna.TrialPruned()
         trial.set_user_attr("fold_scores", [float(x) for x in scores])  # for the selection's paired comparison
-        self.predictions[trial.number] = preds
+        self.models[trial.number] = models
         return float(np.mean(scores))
 
 
@@ -298,9 +298,10 @@ def run_task(task: StudyTask, progress=None) -> list[FoldOutcome]:
         y_pred, bounds, model = np.array([], dtype=float), {}, None
         if len(test):
             model = objective.fit(feature_set, params, plan.outer.train)
-            served, predictions = served_predictions(task.rows.iloc[test], serving_models(task, plan, model))
+            served, predictions = served_predictions(task.rows.iloc[test],
+                                                     serving_models(task, plan.outer.train, model, task.itl_model))
             y_pred = predictions[task.target]
-            reuse = objective.predictions.get(best.number) if plan.calibrates_on_inner else None
+            reuse = objective.models.get(best.number) if plan.calibrates_on_inner else None
             bounds = outer_bounds(task, plan, objective, feature_set, params, y_pred, reuse, served)
         outcomes.append(FoldOutcome(plan.outer.name, feature_set, params, float(best.value), test, y_pred,
                                     trial_records(study), tuple(best.user_attrs.get("fold_scores", ())), bounds,
@@ -308,32 +309,55 @@ def run_task(task: StudyTask, progress=None) -> list[FoldOutcome]:
     return outcomes
 
 
-def serving_models(task: StudyTask, plan: OuterPlan, model) -> dict[str, object]:
-    """The models that answer an outer-test row the way the Predictor serves it: the evaluated model, and for a
-    power model the ITL model that solves a Poisson load's requests in flight (StudyTask.itl_model, or one fitted
-    from `itl_config` on the outer-training rows that have an ITL and the step rows beside them: nothing of the
-    test rows)."""
+def serving_models(task: StudyTask, train: np.ndarray, model, itl=None) -> dict[str, object]:
+    """The models that answer a row held out of `train` the way the Predictor serves it: `model` (fitted on `train`),
+    and for a power model the ITL model that solves a Poisson load's requests in flight: `itl` where given (the outer
+    fold's ITL selection, StudyTask.itl_model), else one fitted from `itl_config` on the rows of `train` that have an
+    ITL and the step rows beside them (nothing of the held-out rows)."""
     if task.target == "itl":
         return {"itl": model}
-    itl = task.itl_model
     if itl is None:
         if task.itl_config is None:  # served_predictions says so if a test row needs one
             return {task.target: model}
-        algorithm, feature_set, hp = task.itl_config
-        itl = make_estimator(algorithm, "itl", feature_set, hp, seed=task.settings.seed, n_jobs=task.settings.n_jobs
-                             ).fit(itl_training_rows(task.rows, plan.outer.train, task.step_rows))
+        itl = _solver(task, train)
     return {"itl": itl, task.target: model}
 
 
+_SOLVERS: dict[tuple, object] = {}  # the ITL solvers of this process's folds: every power algorithm shares a fold's
+
+
+def _solver(task: StudyTask, train: np.ndarray):
+    """`task.itl_config` fitted on the rows of `train` that have an ITL and the step rows beside them (once per fold
+    and process: the power algorithms of one fold share it)."""
+    key = (task.target, task.fingerprint, repr(task.itl_config), len(task.rows), zlib.crc32(train.tobytes()),
+           len(train))
+    if key not in _SOLVERS:
+        if len(_SOLVERS) >= 64:
+            _SOLVERS.clear()
+        algorithm, feature_set, hp = task.itl_config
+        _SOLVERS[key] = make_estimator(algorithm, "itl", feature_set, hp, seed=task.settings.seed,
+                                       n_jobs=task.settings.n_jobs
+                                       ).fit(itl_training_rows(task.rows, train, task.step_rows))
+    return _SOLVERS[key]
+
+
 def outer_bounds(task: StudyTask, plan: OuterPlan, objective: Objective, feature_set: str, params: dict,
-                 y_pred: np.ndarray, predictions: list[np.ndarray] | None = None,
+                 y_pred: np.ndarray, models: list | None = None,
                  test_rows: pd.DataFrame | None = None) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """Intervals for the outer-test rows at every intervals.LEVELS: scores from the chosen configuration refitted
-    on each calibration fold (outer-training rows only), extrapolation judged against the outer-training ranges.
-    `predictions`: the chosen trial's own predictions on the calibration folds (the inner folds), when this process
-    made them; the refits would give the same numbers (every fit is seeded and single-threaded)."""
-    cal = intervals.calibrate(lambda train: objective.fit(feature_set, params, train), task.rows, objective.y,
-                              plan.calibration or plan.inner, predictions)
+    on each calibration fold (outer-training rows only), each held-out row predicted as it is served (a power model's
+    Poisson rows at the requests in flight an ITL model fitted on the same fold solves), extrapolation judged against
+    the outer-training ranges. `models`: the chosen trial's own models of the calibration folds (the inner folds),
+    when this process fitted them; the refits would be the same models (every fit is seeded and single-threaded)."""
+    own = dict(zip((f.name for f in plan.inner), models)) if models is not None and plan.calibrates_on_inner else {}
+
+    def predict_fold(fold: Fold) -> tuple[pd.DataFrame, np.ndarray]:
+        model = own.get(fold.name)
+        model = objective.fit(feature_set, params, fold.train) if model is None else model
+        served, predictions = served_predictions(task.rows.iloc[fold.test], serving_models(task, fold.train, model))
+        return served, predictions[task.target]
+
+    cal = intervals.calibrate(predict_fold, task.rows, objective.y, plan.calibration or plan.inner)
     test = task.rows.iloc[plan.outer.test] if test_rows is None else test_rows  # as served (predictor.as_served)
     train = task.rows.iloc[plan.outer.train]
     extrap = intervals.extrapolating(test, coverage.training_ranges(train))

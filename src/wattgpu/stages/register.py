@@ -36,7 +36,7 @@ from wattgpu.errors import WattgpuError
 from wattgpu.evaluation.cv import fit_fold
 from wattgpu.evaluation.runner import prepare_rows, step_rows, target_rows
 from wattgpu.io import read_table, write_json
-from wattgpu.modeling import coverage, intervals
+from wattgpu.modeling import coverage
 from wattgpu.modeling.replica import paper_model
 from wattgpu.modeling.store import META, save_model_dir
 from wattgpu.modeling.targets import TARGETS
@@ -164,12 +164,7 @@ def publish(target: str, rows: pd.DataFrame, cand: Candidate, reg: Registry, fol
         return again
 
     learn, _ = config.learning_rows(rows)  # the paper replica learns the paper's ITL definition
-    calibration = None
-    if folds:
-        y = learn[TARGETS[target].column].to_numpy(dtype=float)
-        calibration = intervals.calibrate(
-            lambda train: fit_fold(config.estimator(check.seed, check.n_jobs), learn, train, check.step_rows),
-            learn, y, folds)
+    calibration = check.calibration(config, folds) if folds else None  # held-out rows predicted as served
     champion = incumbent(client, name, target, dict(check.load_rho))
     adds_intervals = calibration is not None and champion is not None and not champion.intervals
     decision, record = registry.judge(cand, champion, check, reg, adds_intervals)
