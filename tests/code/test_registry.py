@@ -362,3 +362,34 @@ def test_the_served_champions_are_the_names_params_yaml_registers(tmp_path, monk
     assert champion_uris(alias="staging") == {"power": "models:/site-power@staging", "itl": "models:/site-itl@staging"}
     monkeypatch.setenv("WATTGPU_ROOT", str(tmp_path / "elsewhere"))  # no params.yaml: the defaults
     assert champion_uris() == {"power": "models:/wattgpu-power@champion", "itl": "models:/wattgpu-itl@champion"}
+
+
+def test_the_registered_bands_score_a_poisson_row_at_the_requests_in_flight_its_fold_solves(setting):
+    """The champion's calibration (registry.Gate.calibration, on register's calibration folds): a held-out Poisson
+    row is predicted at the requests in flight that an ITL model fitted on the same fold's rows solves from its rate,
+    not at those Little's law derives from its measured latency; a row with a set batch is predicted as it is."""
+    from wattgpu.evaluation.cv import fit_fold
+    from wattgpu.modeling.predictor import served_predictions
+    from wattgpu.registry import _fit_solver, gate
+    from wattgpu.stages.register import calibration_folds
+
+    params, _, rows = setting
+    config = candidate(MEDIUM, params).configuration
+    check = gate("power", rows, candidate(MEDIUM, params), params, CODE, itl_configuration(params))
+    folds = calibration_folds(rows, params)
+    cal = check.calibration(config, folds)
+    served, measured, poisson = [], [], []
+    for fold in folds:
+        model = fit_fold(config.estimator(check.seed, check.n_jobs), rows, fold.train, check.step_rows)
+        itl = _fit_solver(rows, check.itl, fold.train, check.seed, check.n_jobs, check.step_rows)
+        test = rows.iloc[fold.test]
+        served.append(served_predictions(test, {"itl": itl, "power": model})[1]["power"])
+        measured.append(np.asarray(model.predict(test), dtype=float))
+        poisson.append(test["request_rate_per_s"].notna().to_numpy())
+    y = np.concatenate([rows["power_w_per_gpu"].to_numpy(dtype=float)[f.test] for f in folds])
+    expected, at_measured, poisson = (np.log(y) - np.log(np.concatenate(served)),
+                                      np.log(y) - np.log(np.concatenate(measured)), np.concatenate(poisson))
+    assert poisson.any() and (~poisson).any()
+    np.testing.assert_allclose(cal.scores, expected)
+    assert np.abs(expected[poisson] - at_measured[poisson]).max() > 1e-3  # the solver's share of the error is in it
+    np.testing.assert_allclose(expected[~poisson], at_measured[~poisson])

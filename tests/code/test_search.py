@@ -20,7 +20,6 @@ from wattgpu import paths
 from wattgpu.config import AlgorithmSpace, Regime, Search, load_params
 from wattgpu.evaluation.metrics import score_groups
 from wattgpu.features import FEATURE_SETS, PHYSICS, engineer
-from wattgpu.modeling import intervals
 from wattgpu.modeling.algorithms import ALGORITHMS, best_record, build_estimator, make_estimator
 from wattgpu.modeling.predictor import served_predictions
 from wattgpu.modeling.targets import TARGETS, physics_target
