@@ -8,8 +8,9 @@
   that the width criteria meet only if the point predictions improve;
 - `bins x floor`: bands from the other held-out GPUs' outer residuals (leave-one-GPU-out over the outer folds, a
   proxy for the inner-fold calibration), per bin (the workload group, or the source x load group) with the
-  group-conditional floor at a few quantiles across GPUs (the rule before modeling/intervals.UNIT_SLACK): the trade-off between
-  groups left under 0.65 and the median width.
+  group-conditional floor at a few quantiles across GPUs of their own 80 % quantiles (the rule before stop 40), or
+  `every`, the served rule (modeling/intervals._group_floor: the widest across GPUs of their own 80 - 15 % quantiles):
+  the trade-off between groups left under 0.65 and the median width.
 
 Groups with 20+ rows, accelerator families never measured (Intel) left out as the served model abstains there.
 
@@ -25,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import paths
+from wattgpu.modeling import intervals
 
 LEVEL, FLOOR, MIN_ROWS = 0.8, 0.65, 20
 
@@ -43,7 +45,7 @@ def residuals(regime: str) -> pd.DataFrame:
     return p
 
 
-def proxy(p: pd.DataFrame, bin_col: str, agg: float | None) -> pd.DataFrame:
+def proxy(p: pd.DataFrame, bin_col: str, agg: float | str | None) -> pd.DataFrame:
     out = []
     for gpu in p["gpu"].unique():
         cal, test = p[p["gpu"] != gpu], p[p["gpu"] == gpu]
@@ -52,9 +54,12 @@ def proxy(p: pd.DataFrame, bin_col: str, agg: float | None) -> pd.DataFrame:
             if len(cb) < 10:
                 continue
             q = np.quantile(np.abs(cb["s"]), LEVEL)
-            per = [np.quantile(np.abs(x["s"]), LEVEL) for _, x in cb.groupby("gpu") if len(x) >= 5]
-            if agg is not None and len(per) >= 3:
-                q = max(q, float(np.quantile(per, agg)))
+            if agg == "every":  # the served rule: every GPU keeps LEVEL - UNIT_SLACK of its rows inside
+                q = max(q, intervals._group_floor(cb["s"].to_numpy(), cb["gpu"].to_numpy(dtype=object), LEVEL))
+            else:
+                per = [np.quantile(np.abs(x["s"]), LEVEL) for _, x in cb.groupby("gpu") if len(x) >= 5]
+                if agg is not None and len(per) >= 3:
+                    q = max(q, float(np.quantile(per, agg)))
             for group, tg in tb.groupby("group"):
                 out.append({"gpu": gpu, "group": group, "n": len(tg), "covered": int((np.abs(tg["s"]) <= q).sum()),
                             "width": rel_width(q) * len(tg)})
@@ -83,7 +88,7 @@ def main() -> None:
             rows.append({"target": target, "bands": name, "groups": len(own), "under 0.65": 0,
                          "median width": float(np.median(rel_width(own.iloc[:, col])))})
         for bin_col in ("workload", "group"):
-            for agg in (None, 0.67, 0.9, 1.0):
+            for agg in (None, 0.67, 0.9, 1.0, "every"):
                 r = proxy(t, bin_col, agg)
                 r = r[r["n"] >= MIN_ROWS]
                 rows.append({"target": target, "bands": f"bins {bin_col} x floor {agg}", "groups": len(r),
