@@ -1,12 +1,12 @@
 """Transfer check: candidates with fixed settings (each one's first trial in params.yaml), a lab (LOSO), a GPU (LOGO),
-an engine generation (LOEO) or each (GPU, LLM) pair of the LOPO regime's folds (reports/search/lopo/folds.csv: the GPU
-and the LLM both out of training) held out, every held-out row asked through the served path
+an engine generation (LOEO) or each (GPU, LLM) pair of the LOPO regime's folds (reports/search/lopo/folds.csv: the
+GPU and the LLM both out of training) held out, every held-out row asked through the served path
 (modeling.predictor.served_predictions: a Poisson load's requests in flight solved by an ITL model fitted on the same
 training rows; a power model's step time also from the latency-only rows the fold may learn from,
-evaluation.cv.fit_fold, unless --no-step-rows). Prints MdAPE % per source (or per GPU, --by gpu, or per engine family, --by engine) and
-pooled: power beside the 0.9 x TDP baseline, ITL beside the unfitted decode-step physics (`itl_physics_s`). No tuning,
-no selection: a quick look at how a candidate transfers, not the nested figures of `dvc repro`
-(reports/search/by_source.csv).
+evaluation.cv.fit_fold, unless --no-step-rows). Prints MdAPE % per source (or per GPU, --by gpu, or per engine
+family, --by engine) and pooled: power beside the 0.9 x TDP baseline, ITL beside the unfitted decode-step physics
+(`itl_physics_s`). No tuning, no selection: a quick look at how a candidate transfers, not the nested figures of
+`dvc repro` (reports/search/by_source.csv).
 
     python scripts/transfer_check.py [--target power] [--regimes loso loeo logo] [--candidates workload steppower lightgbm]
     python scripts/transfer_check.py --target itl [--regimes loso logo lopo] [--by gpu]

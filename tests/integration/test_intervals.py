@@ -118,8 +118,10 @@ def held_out(power_rows):
     folds = [Fold(f.name, train[f.train], train[f.test])
              for f in inner_folds(rows.iloc[train], Regime(kind="logo"), 5, seed=0)]
     assert all(not set(f.train) & set(test) and not set(f.test) & set(test) for f in folds)
-    cal = intervals.calibrate(lambda fold: (rows.iloc[fold.test], make().fit(rows.iloc[fold.train]).predict(rows.iloc[fold.test])),
-                              rows, y, folds)
+    def predict_fold(fold):
+        return rows.iloc[fold.test], make().fit(rows.iloc[fold.train]).predict(rows.iloc[fold.test])
+
+    cal = intervals.calibrate(predict_fold, rows, y, folds)
     pred = make().fit(rows.iloc[train]).predict(rows.iloc[test])
     return rows, y, train, test, cal, pred
 

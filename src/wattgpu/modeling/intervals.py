@@ -171,8 +171,9 @@ def half_widths(cal: Calibration, group: np.ndarray, extrap: np.ndarray, level: 
                 novel: np.ndarray | None = None) -> np.ndarray:
     """Per row, the log-scale half-width at `level` (inf: abstain). An extrapolating row gets the wider of its
     own bin's and the inside bin's half-width; a bin's width is the larger of crepes' pooled quantile and the
-    group-conditional floor (_group_floor: every calibration GPU keeps level - UNIT_SLACK of its rows inside); a `novel` row (accelerator family unseen in training) abstains, and
-    scores from novel held-out GPUs calibrate nothing."""
+    group-conditional floor (_group_floor: every calibration GPU keeps level - UNIT_SLACK of its rows inside); a
+    `novel` row (accelerator family unseen in training) abstains, and scores from novel held-out GPUs calibrate
+    nothing."""
     from crepes import ConformalRegressor
 
     if not 0 < level < 1:
