@@ -42,7 +42,7 @@ LLM_FIELDS = (
     "total_params_b", "active_params_b", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
     "head_dim", "intermediate_size", "vocab_size", "family", "is_moe", "num_experts", "experts_per_token",
     "kv_layers", "kv_values_per_layer", "sliding_window", "state_values_per_sequence", "weight_precision",
-    "mtp_layers",
+    "mtp_layers", "attention_params_b",
 )
 
 
@@ -521,7 +521,6 @@ def _shape_ratio(cols: _Columns, shape: dict[str, np.ndarray]) -> np.ndarray:
     prompt = _fill(cols.num("prompt_tokens_mean"), 0.0)
     answer = np.maximum(cols.num("output_tokens_mean"), 1.0)
     layers, heads, head_dim = _attention_shape(cols)
-    full, sliding, _, values = _kv_layout(cols)
     bandwidth, tflops = cols.num("gpu_memory_bandwidth_gb_s"), cols.num("gpu_fp16_tensor_tflops")
     hidden = cols.num("llm_hidden_size")
     moe = step["expert_params"] > 0
@@ -531,8 +530,7 @@ def _shape_ratio(cols: _Columns, shape: dict[str, np.ndarray]) -> np.ndarray:
         return physics.weights_read_per_step_bytes(total, active, step["top_k"], step["experts"], tokens,
                                                    step["weight_bytes"], step["expert_bytes"])
 
-    attention = physics.attention_weight_bytes(physics.attention_params_b(
-        _fill(full + sliding, 0.0), hidden, heads, head_dim, _fill(values, 0.0)), step["weight_bytes"])
+    attention = physics.attention_weight_bytes(_dp_attention_params_b(cols), step["weight_bytes"])
     kv = _kv_bytes_per_sequence(cols, prompt + answer / 2, step["kv_bytes"])
     latent = ~np.isnan(cols.num("llm_kv_values_per_layer")) if "llm_kv_values_per_layer" in cols \
         else np.zeros(len(b), bool)
@@ -566,6 +564,18 @@ def _shape_ratio(cols: _Columns, shape: dict[str, np.ndarray]) -> np.ndarray:
     return physics.replica_itl_ratio(with_, without, accept)
 
 
+def _dp_attention_params_b(cols: _Columns) -> np.ndarray:
+    """Per row, the parameters (billions) DP attention holds whole on every GPU (physics.dp_attention_params_b): the
+    LLM's `attention_params_b` counted from its config where the row has it, else the estimate from its attention
+    layers' shape."""
+    _, heads, head_dim = _attention_shape(cols)
+    full, sliding, _, values = _kv_layout(cols)
+    counted = cols.num("llm_attention_params_b") if "llm_attention_params_b" in cols \
+        else np.full(len(cols.frame), np.nan)
+    return physics.dp_attention_params_b(counted, _fill(full + sliding, 0.0), cols.num("llm_hidden_size"), heads,
+                                         head_dim, _fill(values, 0.0))
+
+
 def replica_fit_ratio(rows: pd.DataFrame, context_tokens) -> np.ndarray:
     """Per row, the sequences whose KV cache (at `context_tokens`) fits beside the weights under DP attention
     (physics.kv_fit_sequences with the attention weights whole on every GPU, each sequence cached whole on one
@@ -582,11 +592,7 @@ def replica_fit_ratio(rows: pd.DataFrame, context_tokens) -> np.ndarray:
     cols = _Columns(rows.iloc[at])
     step = _step_inputs(cols)
     tp, pp = step["tp"], step["pp"]
-    layers, heads, head_dim = _attention_shape(cols)
-    full, sliding, _, values = _kv_layout(cols)
-    attention_gb = physics.attention_weight_bytes(physics.attention_params_b(
-        _fill(full + sliding, 0.0), cols.num("llm_hidden_size"), heads, head_dim, _fill(values, 0.0)),
-        step["weight_bytes"]) / 1e9
+    attention_gb = physics.attention_weight_bytes(_dp_attention_params_b(cols), step["weight_bytes"]) / 1e9
     weights = physics.weights_gb(step["total"], step["weight_bytes"], step["expert_params"], step["expert_bytes"])
     per_gpu = weights / (tp * pp)
     kv = _kv_bytes_per_sequence(cols, np.asarray(context_tokens, dtype=float)[at], step["kv_bytes"])

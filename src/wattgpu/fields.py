@@ -72,17 +72,21 @@ LLM_CONFIG: dict[str, Bounds] = {
     # multi-token-prediction (next-n) layers that draft tokens for `speculative: mtp` (0: none; config.json's
     # num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules)
     "mtp_layers": Bounds(0, 1000, integer=True),
+    # parameters (billions) of the token-mixing layers (attention, linear attention, state space), counted from
+    # config.json by rule (catalogs.hf_config.attention_params_b): what DP attention holds whole on every GPU
+    "attention_params_b": Bounds(0, 10_000),
 }
 LLM_CONFIG_REQUIRED = ("total_params_b", "num_layers", "hidden_size")
 LLM_CONFIG_OPTIONAL = ("active_params_b", "num_attention_heads", "num_kv_heads", "head_dim", "intermediate_size",
                        "vocab_size", "num_experts", "experts_per_token", "kv_layers", "kv_values_per_layer",
-                       "sliding_window", "state_values_per_sequence", "mtp_layers")
+                       "sliding_window", "state_values_per_sequence", "mtp_layers", "attention_params_b")
 LLM_CONFIG_TEXT = ("family", "weight_precision")
 
 # Spec fields that cannot exceed another: (lower, upper), checked on catalog entries and on requests alike.
 GPU_AT_MOST = (("base_clock_mhz", "boost_clock_mhz"),)
 LLM_AT_MOST = (("active_params_b", "total_params_b"), ("num_kv_heads", "num_attention_heads"),
-               ("experts_per_token", "num_experts"), ("kv_layers", "num_layers"))
+               ("experts_per_token", "num_experts"), ("kv_layers", "num_layers"),
+               ("attention_params_b", "active_params_b"), ("attention_params_b", "total_params_b"))
 
 
 @dataclass(frozen=True)

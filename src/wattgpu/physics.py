@@ -375,6 +375,16 @@ def attention_params_b(attention_layers, hidden_size, num_attention_heads, head_
     return attention_layers * hidden_size * (2 * num_attention_heads * head_dim + kv_values_per_layer) / 1e9
 
 
+def dp_attention_params_b(counted_b, attention_layers, hidden_size, num_attention_heads, head_dim, kv_values_per_layer):
+    """Parameters (billions) DP attention holds whole on every GPU: `counted_b`, the token-mixing layers counted from
+    config.json by rule (catalogs.hf_config.attention_params_b: low-rank queries and outputs, latent up-projections,
+    indexers, linear-attention layers), where it is known (not NaN); else the estimate from the attention's shape
+    (attention_params_b), which misses those (DeepSeek-V4-Pro: 57.3 B by the shape against 19.5 B counted)."""
+    counted = np.asarray(counted_b, dtype=float)
+    return np.where(np.isnan(counted), attention_params_b(attention_layers, hidden_size, num_attention_heads,
+                                                          head_dim, kv_values_per_layer), counted)
+
+
 def attention_weight_bytes(attention_params_b_, bytes_per_param=BYTES_FP16):
     """Bytes of the attention weights: params (billions) x 1e9 x bytes per weight."""
     return attention_params_b_ * 1e9 * bytes_per_param

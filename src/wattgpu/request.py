@@ -176,15 +176,35 @@ class RequestError(WattgpuError, ValueError):
 
 
 class BatchRequestError(RequestError):
-    """Requests that cannot be answered: every error (`errors`), the first one's row and field as `row`, `field`."""
+    """Requests that cannot be answered: every error (`errors`), the first one's row and field as `row`, `field`.
+    The message names each distinct (field, problem) once, at its first row, with the other rows that have it (a
+    misspelt column of a 1,000-row batch is one sentence, not a thousand); at most MAX_LISTED_ERRORS of them."""
 
     def __init__(self, errors: list[RowError], n_rows: int):
         self.errors, self.n_rows = list(errors), n_rows
         self.rejected = sorted({e.row for e in errors if e.row is not None})
+        groups: dict[tuple[str, str], list[RowError]] = {}
+        for e in self.errors:
+            groups.setdefault((e.field, e.problem), []).append(e)
+        said = [str(g[0]) + _also_rows(g[1:]) for g in groups.values()]
         first = self.errors[0]
-        more = len(self.errors) - MAX_LISTED_ERRORS
-        problem = "; ".join([first.problem, *map(str, self.errors[1:MAX_LISTED_ERRORS])])
-        super().__init__(first.row, first.field, problem + (f"; and {more} more errors" if more > 0 else ""))
+        said[0] = first.problem + _also_rows(next(iter(groups.values()))[1:])
+        more = len(said) - MAX_LISTED_ERRORS
+        super().__init__(first.row, first.field, "; ".join(said[:MAX_LISTED_ERRORS])
+                         + (f"; and {more} more errors" if more > 0 else ""))
+
+
+def _also_rows(others: list[RowError]) -> str:
+    """' (also rows 3, 7-12)': the other rows with the same error, runs of rows as ranges; '' where there are none."""
+    rows = sorted({e.row for e in others if e.row is not None})
+    if not rows:
+        return ""
+    runs, start = [], rows[0]
+    for prev, row in zip(rows, [*rows[1:], None]):
+        if row != prev + 1:
+            runs.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = row
+    return f" (also row{'s' if len(rows) > 1 else ''} {', '.join(runs)})"
 
 
 @functools.lru_cache(maxsize=1024)

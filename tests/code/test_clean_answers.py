@@ -37,6 +37,7 @@ from wattgpu.request import (
     read_csv,
     row_lines,
     spec_problems,
+    validate,
     validate_batch,
     validate_one,
 )
@@ -343,6 +344,18 @@ def test_one_request_at_several_levels_names_each_error_once():
         validate_one(variants, GPUS, LLMS)
     assert str(exc.value).count("expert_parallel") == 2 and "row" not in str(exc.value)  # field name + its hint
     assert exc.value.row is None and len(exc.value.errors) == 1
+
+
+def test_an_error_on_many_rows_is_said_once_with_its_rows_and_each_row_keeps_its_own():
+    requests = [{**BY_NAME, "prompt_token": 5} for _ in range(30)] + [{**BY_NAME, "n_gpus": 0}] \
+        + [{**BY_NAME, "prompt_token": 5}, {**BY_NAME, "prompt_token": 5}]
+    with pytest.raises(BatchRequestError) as exc:
+        validate(requests, GPUS, LLMS)
+    message = str(exc.value)
+    assert message.count("did you mean 'prompt_tokens'") == 1 and "(also rows 1-29, 31-32)" in message
+    assert "row 30, field 'n_gpus': 0 is outside the allowed range" in message
+    assert (exc.value.row, exc.value.field) == (0, "prompt_token") and message.startswith("row 0, field 'prompt_token'")
+    assert [e.row for e in exc.value.errors] == list(range(33)) and exc.value.rejected == list(range(33))
 
 
 @st.composite

@@ -265,7 +265,10 @@ def test_dp_attention_holds_the_attention_weights_again_on_every_further_gpu():
 
     spec = real_config("meta-llama/Meta-Llama-3.1-70B-Instruct")
     by_hand = 80 * 8192 * (2 * 8192 + 2 * 1024) / 1e9
-    assert spec.attention_params_b() == pytest.approx(by_hand)
+    # counted from the config by rule, and the estimate from the attention's shape: the same for plain GQA
+    assert spec.attention_params_b == pytest.approx(by_hand, abs=1e-6)
+    assert spec.dp_attention_params_b() == pytest.approx(by_hand, abs=1e-6)
+    assert spec.model_copy(update={"attention_params_b": None}).dp_attention_params_b() == pytest.approx(by_hand)
     gpus = pd.DataFrame({"gpu": ["B200"], "memory_gb": [180.0]})
     fits = {}
     for dp in (False, True):
@@ -276,7 +279,37 @@ def test_dp_attention_holds_the_attention_weights_again_on_every_further_gpu():
         fits[dp]["held"] = held
     assert fits[True]["need_gb"] - fits[False]["need_gb"] == pytest.approx(7 * by_hand)
     per_request = spec.kv_cache_bytes_per_sequence(wf["prompt_tokens"] + wf["output_tokens"])
-    assert fits[False]["held"] - fits[True]["held"] == pytest.approx(7 * by_hand * 1e9 / per_request, rel=1e-9)
+    held_again = 7 * spec.dp_attention_params_b() * 1e9 / per_request  # the counted weights (by_hand to 1,000 params)
+    assert fits[False]["held"] - fits[True]["held"] == pytest.approx(held_again, rel=1e-9)
+
+
+def test_dp_attention_holds_deepseek_v4_pros_counted_attention_again_so_fp4_experts_on_8_b200_fit():
+    """DeepSeek-V4-Pro (its config.json): 61 layers of hidden 7,168 and 128 heads of 512 dims, a low-rank query
+    (q_lora_rank 1,536), one shared K = V head and a grouped low-rank output (16 groups, o_lora_rank 1,024). Per layer:
+    7,168 x 1,536 + 1,536 x 128 x 512 (query) + 7,168 x 512 (K = V) + 128 x 512 x 1,024 + 16 x 1,024 x 7,168 (output)
+    = 299.9 M, 18.29 B over 61 layers before the compressors, indexers and hyper-connection weights (a few percent
+    more). The estimate from the attention's shape (heads x head dim square projections) says 57.3 B. Under DP attention
+    each of the 7 further GPUs of 8 x B200 holds it again at FP8: with the counted 19.5 B the weights (FP8, routed
+    experts NVFP4) fit in 90 % of 8 x 180 GB, with the estimate they would not."""
+    from wattgpu import workload
+    from wattgpu.planning import service
+
+    spec = real_config("deepseek-ai/DeepSeek-V4-Pro")
+    core = 61 * (7168 * 1536 + 1536 * 128 * 512 + 7168 * 512 + 128 * 512 * 1024 + 16 * 1024 * 7168) / 1e9
+    assert core == pytest.approx(18.2935, abs=1e-4)
+    assert core < spec.attention_params_b < 1.08 * core
+    shape_estimate = spec.model_copy(update={"attention_params_b": None}).dp_attention_params_b()
+    assert shape_estimate == pytest.approx(61 * 7168 * (2 * 128 * 512 + spec.kv_values_per_layer) / 1e9)  # 57.3 B
+    wf = workload.filled({"precision": "fp8", "expert_precision": "nvfp4", "n_gpus": 8, "dp_attention": True,
+                          "prompt_tokens": 2000, "output_tokens": 1000})
+    rule = service.memory_rule(wf, spec)
+    size = service.llm_size(spec, wf)
+    assert size.replicated_gb == pytest.approx(spec.attention_params_b)  # FP8: a byte per weight
+    fit = memory_fit(pd.DataFrame({"gpu": ["B200"], "memory_gb": [180.0]}), size, 3000, 8, rule).iloc[0]
+    weights = physics.weights_gb(spec.total_params_b, rule.bytes_per_param)
+    assert fit["need_gb"] == pytest.approx(weights + 7 * spec.attention_params_b + size.kv_bytes_per_request / 1e9)
+    assert fit["fits"] and fit["usable_gb"] == pytest.approx(0.9 * 8 * 180)
+    assert weights + 7 * shape_estimate > fit["usable_gb"]  # the estimate alone would have refused it
 
 
 def test_the_code_digest_is_kept_on_disk_only_while_no_module_file_changes(tmp_path, monkeypatch):

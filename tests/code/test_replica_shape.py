@@ -83,6 +83,10 @@ def test_the_real_config_is_what_the_hand_computations_assume():
     ({**BASE, "llm": None, "llm_total_params_b": 8, "llm_num_layers": 32, "llm_hidden_size": 4096, "llm_mtp_layers": 0,
       "speculative": "mtp"}, "speculative", "has none (mtp_layers 0"),
     ({**BASE, "llm_mtp_layers": 1.5}, "llm_mtp_layers", "whole number"),
+    ({**BASE, "llm": None, "llm_total_params_b": 8, "llm_num_layers": 32, "llm_hidden_size": 4096,
+      "llm_attention_params_b": 9}, "llm_attention_params_b", "exceeds"),
+    ({**BASE, "llm": None, "llm_total_params_b": 8, "llm_active_params_b": 1, "llm_num_layers": 32,
+      "llm_hidden_size": 4096, "llm_attention_params_b": 2}, "llm_attention_params_b", "exceeds"),
 ])
 def test_a_shape_that_does_not_fit_names_its_field(request_, field, says):
     with pytest.raises(RequestError) as exc:
@@ -149,12 +153,23 @@ def test_dp_attention_holds_the_sequences_the_gpus_memory_fits_whole():
     r = rows(long, {**long, "dp_attention": True})
     kv = LATENT_BYTES_PER_TOKEN * 30_200
     weights = 1.0 * DSV3.total_params_b  # GB at FP8
-    attention_gb = physics.attention_params_b(61, 7168, 128, 7168 // 128, 576) * 1.0
-    assert attention_gb == pytest.approx(61 * 7168 * (2 * 128 * 56 + 576) / 1e9)
+    # attention counted from the config: per layer the low-rank query 7,168 x 1,536 + 1,536 x 128 x (128 + 64), the
+    # latent 7,168 x (512 + 64), its up-projections 512 x 128 x (128 + 128) and the output 128 x 128 x 7,168
+    per_layer = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168
+    attention_gb = 61 * per_layer / 1e9 * 1.0  # FP8
+    assert DSV3.attention_params_b == pytest.approx(attention_gb, abs=1e-6)
+    assert attention_gb == pytest.approx(11.41, abs=0.01)
     assert r["concurrency"].iloc[0] == pytest.approx((0.9 * 180 * 8 - weights) * 1e9 / kv)
     per_gpu = weights / 8 + attention_gb * 7 / 8
     assert r["concurrency"].iloc[1] == pytest.approx((0.9 * 180 - per_gpu) * 8 * 1e9 / kv)
     assert r["concurrency"].iloc[1] < r["concurrency"].iloc[0]
+    # the same LLM given by its fields (as `--llm-config` sends it) carries the counted attention too
+    from wattgpu.planning.resolve import llm_fields
+
+    by_fields = {**{k: v for k, v in long.items() if k != "llm"}, **llm_fields(DSV3), "llm_name": "my-deepseek",
+                 "dp_attention": True}
+    assert by_fields["llm_attention_params_b"] == DSV3.attention_params_b
+    assert rows(by_fields)["concurrency"].iloc[0] == pytest.approx(r["concurrency"].iloc[1])
 
 
 def test_expert_parallel_trades_the_moe_all_reduce_for_an_all_to_all():

@@ -1012,6 +1012,18 @@ def param_breakdown(config: Mapping[str, Any] | Architecture, key: str = "<confi
     )
 
 
+def attention_params_b(arch: Architecture) -> float | None:
+    """Parameters (billions) of the decoder's token-mixing layers, by the same per-layer rules as `param_breakdown`
+    (attention with GQA / MQA, an output gate, latent attention's ranks, a sparse-attention indexer, DeepSeek-V4's
+    compressed attention; linear-attention and state-space layers): what DP attention holds whole on every GPU, where
+    tensor parallelism splits it. MTP layers are not counted (a draft pass reads its own). None where a layer kind
+    has no rule (`NotCountable`) and for an encoder-decoder (its cross-attention is not a decoder's token mixer)."""
+    if arch.not_countable is not None or arch.family == "t5":
+        return None
+    mixers = arch.layer_mixers or (FULL,) * arch.num_layers
+    return round(sum(_mixer_params(arch, kind, i) for i, kind in enumerate(mixers)) / 1e9, 6)
+
+
 def count_params(config: Mapping[str, Any] | Architecture, key: str = "<config>") -> tuple[float, float]:
     """(total, active) parameters in billions, from a HF config (any field spelling): `param_breakdown`'s decoder
     counts (embeddings and LM head included; MTP layers and vision towers counted apart). Raises `NotCountable`

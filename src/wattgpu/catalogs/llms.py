@@ -31,6 +31,7 @@ from wattgpu.catalogs.hf_config import (
     Architecture,
     NotCountable,
     architecture_from_config,
+    attention_params_b,
     count_or_none,
     count_params,
     present,
@@ -83,6 +84,9 @@ class LlmSpec(BaseModel):
     # multi-token-prediction layers (0: none in the config; None: not known, e.g. a catalog written before they were
     # recorded): `speculative: mtp` needs one or more
     mtp_layers: int | None = LLM_CONFIG["mtp_layers"].field(default=None)
+    # the token-mixing layers' parameters counted from the config (hf_config.attention_params_b; None: not counted,
+    # e.g. a catalog written before they were, or a layer kind without a rule): dp_attention_params_b uses them
+    attention_params_b: float | None = LLM_CONFIG["attention_params_b"].field(default=None)
     params_source: Literal["published", "computed", "table"]
     computed_params_b: float | None = LLM_CONFIG["total_params_b"].field()  # from the config; None where not computable
     source: str
@@ -146,12 +150,14 @@ class LlmSpec(BaseModel):
         return float(physics.kv_bytes_per_sequence(context_tokens, *self.kv_cache_layout(), bytes_per_value,
                                                    float(self.state_values_per_sequence or 0)))
 
-    def attention_params_b(self) -> float:
-        """Parameters (billions) of the attention projections (physics.attention_params_b; 0 attention-free)."""
+    def dp_attention_params_b(self) -> float:
+        """Parameters (billions) DP attention holds whole on every GPU (physics.dp_attention_params_b): the count
+        from the config where the catalog has it, else the estimate from the attention's shape; 0 attention-free."""
         full, sliding, _, values = self.kv_cache_layout()
         heads = self.num_attention_heads or 0
-        return float(physics.attention_params_b(full + sliding, self.hidden_size, heads,
-                                                self.resolved_head_dim or 0, 0.0 if math.isnan(values) else values))
+        counted = np.nan if self.attention_params_b is None else self.attention_params_b
+        return float(physics.dp_attention_params_b(counted, full + sliding, self.hidden_size, heads,
+                                                   self.resolved_head_dim or 0, 0.0 if math.isnan(values) else values))
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any], entry: str) -> LlmSpec:
@@ -214,7 +220,7 @@ def _spec_fields(arch: Architecture) -> dict[str, Any]:
         "experts_per_token": arch.experts_per_token, "dtype": arch.dtype, "weight_precision": arch.weight_precision,
         "kv_layers": arch.kv_layers, "kv_values_per_layer": arch.kv_values_per_layer,
         "sliding_window": arch.sliding_window, "state_values_per_sequence": arch.state_values_per_sequence or None,
-        "mtp_layers": arch.mtp_layers,
+        "mtp_layers": arch.mtp_layers, "attention_params_b": attention_params_b(arch),
     }
 
 

@@ -86,7 +86,7 @@ def llm_size(spec, wf: dict[str, Any]) -> planner.LlmSize:
     kv_value = physics.kv_bytes_per_value(wf["kv_precision"])
     replicated = 0.0
     if workload.dp_attention_on(wf):
-        replicated = physics.weights_gb(spec.attention_params_b(), workload.PRECISION_BYTES[wf["precision"]])
+        replicated = physics.weights_gb(spec.dp_attention_params_b(), workload.PRECISION_BYTES[wf["precision"]])
     return planner.LlmSize(spec.total_params_b, spec.kv_cache_bytes_per_token(kv_value),
                            spec.kv_cache_bytes_per_sequence(wf["prompt_tokens"] + wf["output_tokens"], kv_value),
                            replicated)
