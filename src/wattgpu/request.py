@@ -207,8 +207,22 @@ def _also_rows(others: list[RowError]) -> str:
     return f" (also row{'s' if len(rows) > 1 else ''} {', '.join(runs)})"
 
 
+# Names a user may carry over from the command line's flags or from an engine's settings, and the field that says it
+# (difflib cannot see these: the words differ).
+FIELD_SYNONYMS = {
+    "gpus_per_replica": ("n_gpus", "the command line's --gpus-per-replica"),
+    "tensor_parallel": ("n_gpus", "tensor x pipeline parallel GPUs of one replica; pipeline_parallel for the stages"),
+    "rate": ("request_rate_per_s", "the command line's --rate, Poisson requests per second"),
+    "max_num_seqs": ("concurrency", "requests in flight; the engine's max_num_seqs caps those a decode step runs"),
+    "batch_size": ("concurrency", "requests in flight (a closed batch)"),
+}
+
+
 @functools.lru_cache(maxsize=1024)
 def _unknown_field(name: str) -> str:
+    synonym = FIELD_SYNONYMS.get(name.strip().lower().replace("-", "_"))
+    if synonym:
+        return f"unknown field; did you mean {synonym[0]!r} ({synonym[1]})?"
     close = difflib.get_close_matches(name, sorted(KNOWN_FIELDS), n=1, cutoff=0.6) if len(name) <= 100 else []
     if close:
         return f"unknown field; did you mean {close[0]!r}?"

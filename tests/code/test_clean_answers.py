@@ -358,6 +358,18 @@ def test_an_error_on_many_rows_is_said_once_with_its_rows_and_each_row_keeps_its
     assert [e.row for e in exc.value.errors] == list(range(33)) and exc.value.rejected == list(range(33))
 
 
+@pytest.mark.parametrize("name, field", [("gpus_per_replica", "n_gpus"), ("gpus-per-replica", "n_gpus"),
+                                         ("tensor_parallel", "n_gpus"), ("rate", "request_rate_per_s"),
+                                         ("max_num_seqs", "concurrency"), ("batch_size", "concurrency")])
+def test_a_flag_or_engine_setting_name_is_pointed_to_the_field_that_says_it(name, field):
+    """Words no string distance links (difflib offers nothing or a wrong field, e.g. expert_parallel for
+    tensor_parallel): the command line's flag names and the engines' settings are pointed to their field."""
+    with pytest.raises(RequestError) as exc:
+        validate([{**BY_NAME, name: 8}], GPUS, LLMS)
+    assert exc.value.field == name and f"unknown field; did you mean {field!r} (" in str(exc.value)
+    assert "allowed:" not in str(exc.value)
+
+
 @st.composite
 def csv_with_blank_lines(draw):
     """A CSV whose rows may be preceded by blank or whitespace-only lines and hold a quoted field that spans lines."""

@@ -79,6 +79,12 @@ def as_measured_release(rows: pd.DataFrame, measured: dict[str, list[tuple[float
     return rows.assign(**{VERSION: ver}) if unmeasured.any() else rows
 
 
+def _filled(x: np.ndarray, fill: np.ndarray) -> np.ndarray:
+    """The numeric inputs with NaN mean-imputed (`fill`), column-major as ColumnTransformer hands them on: the same
+    sums, bit for bit, as the pipeline's own transform."""
+    return np.asfortranarray(np.where(np.isnan(x), fill, x))
+
+
 class TargetRegressor(RegressorMixin, BaseEstimator):
     """Fit `regressor` on `features` of rows to the encoded target; predict decodes to W or s."""
 
@@ -107,8 +113,7 @@ class TargetRegressor(RegressorMixin, BaseEstimator):
             if fill is None:
                 z = self.pipeline_.predict(self._frame(asked))
             else:  # numeric inputs, mean-imputed only: the preprocessor's own transform, without its frames
-                x = self._numeric(asked)  # column-major, as ColumnTransformer hands it on: the same sums, bit for bit
-                z = self.pipeline_.named_steps["model"].predict(np.asfortranarray(np.where(np.isnan(x), fill, x)))
+                z = self.pipeline_.named_steps["model"].predict(_filled(self._numeric(asked), fill))
         return self.target.decode(rows, z)
 
     def at_concurrency(self, rows: pd.DataFrame):
@@ -128,15 +133,14 @@ class TargetRegressor(RegressorMixin, BaseEstimator):
         model = self.pipeline_.named_steps["model"]
         with config_context(assume_finite=True, skip_parameter_validation=True):
             # a regressor whose concurrency-free part can be kept (modeling.steptime: the boosted factor) keeps it
-            kept = model.at_context(np.asfortranarray(np.where(np.isnan(x), fill, x))) \
-                if hasattr(model, "at_context") else None
+            kept = model.at_context(_filled(x, fill)) if hasattr(model, "at_context") else None
 
         def predict(positions: np.ndarray, concurrency) -> np.ndarray:
             moved = sweep(positions, concurrency)
             xs = x[positions]
             for j, col in moving:
                 xs[:, j] = moved[col]
-            xs = np.asfortranarray(np.where(np.isnan(xs), fill, xs))
+            xs = _filled(xs, fill)
             with config_context(assume_finite=True, skip_parameter_validation=True):
                 z = kept(positions, xs) if kept is not None else model.predict(xs)
             decoding = pd.DataFrame({**{k: v[positions] for k, v in fixed.items()},

@@ -219,13 +219,18 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
         ).fit(z, rest)
         return self
 
+    def _log_physics(self, terms: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """log sum_k exp(theta_k . z) T_k at the fitted weights, the weights' inputs clipped to their training range
+        (outside it the physics terms extrapolate, not exp(theta . z))."""
+        w = np.clip(w, self.low_, self.high_)
+        z1 = np.column_stack([np.ones(len(w)), (w - self.mean_) / self.scale_])
+        return self._log_step(terms, z1, self.theta_)[0]
+
     def predict(self, X) -> np.ndarray:
         check_is_fitted(self, "theta_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         terms, w, z = self._split(X)
-        w = np.clip(w, self.low_, self.high_)  # outside the training range the physics terms extrapolate, not exp(theta.z)
-        z1 = np.column_stack([np.ones(len(w)), (w - self.mean_) / self.scale_])
-        return self._log_step(terms, z1, self.theta_)[0] + self.boost_.predict(z)
+        return self._log_physics(terms, w) + self.boost_.predict(z)
 
     def at_context(self, X):
         """(positions, X') -> predict(X') for rows `positions` of X whose context z is unchanged in X' (only the
@@ -237,9 +242,7 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
 
         def predict(positions: np.ndarray, moved: np.ndarray) -> np.ndarray:
             terms, w, _ = self._split(moved)
-            w = np.clip(w, self.low_, self.high_)
-            z1 = np.column_stack([np.ones(len(w)), (w - self.mean_) / self.scale_])
-            return self._log_step(terms, z1, self.theta_)[0] + boost[positions]
+            return self._log_physics(terms, w) + boost[positions]
 
         return predict
 
