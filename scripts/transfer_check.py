@@ -3,14 +3,15 @@ an engine generation (LOEO) or each (GPU, LLM) pair of the LOPO regime's folds (
 GPU and the LLM both out of training) held out, every held-out row asked through the served path
 (modeling.predictor.served_predictions: a Poisson load's requests in flight solved by an ITL model fitted on the same
 training rows; a power model's step time also from the latency-only rows the fold may learn from,
-evaluation.cv.fit_fold, unless --no-step-rows). Prints MdAPE % per source (or per GPU, --by gpu, or per engine
-family, --by engine) and pooled: power beside the 0.9 x TDP baseline, ITL beside the unfitted decode-step physics
-(`itl_physics_s`). No tuning, no selection: a quick look at how a candidate transfers, not the nested figures of
-`dvc repro` (reports/search/by_source.csv).
+evaluation.cv.fit_fold, unless --no-step-rows). Prints MdAPE % per source (or per GPU, --by gpu, per engine
+family, --by engine, or per tensor-parallel degree, --by tensor_parallel) and pooled: power beside the 0.9 x TDP
+baseline, ITL beside the unfitted decode-step physics (`itl_physics_s`). No tuning, no selection: a quick look at
+how a candidate transfers, not the nested figures of `dvc repro` (reports/search/by_source.csv).
 
     python scripts/transfer_check.py [--target power] [--regimes loso loeo logo] [--candidates workload steppower lightgbm]
     python scripts/transfer_check.py --target itl [--regimes loso logo lopo] [--by gpu]
     python scripts/transfer_check.py --target itl --regimes loso --by engine   # where a held-out lab's ITL misses
+    python scripts/transfer_check.py --target itl --regimes loso --by tensor_parallel  # multi-GPU rows apart
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ def main() -> None:
                         help="power: workload steppower lightgbm (default); ITL: workload")
     parser.add_argument("--trial", type=int, default=0,
                         help="which of each candidate's first_trials in params.yaml (its last where it has fewer)")
-    parser.add_argument("--by", default="source", choices=["source", "gpu", "engine"],
-                        help="the table's columns: MdAPE per source (default), per GPU or per engine family")
+    parser.add_argument("--by", default="source", choices=["source", "gpu", "engine", "tensor_parallel"],
+                        help="the table's columns: MdAPE per source (default), per GPU, per engine family or per "
+                             "tensor-parallel degree")
     parser.add_argument("--no-step-rows", action="store_true",
                         help="steppower's step time from the power rows only (as before the latency-only rows joined)")
     args = parser.parse_args()
