@@ -310,6 +310,13 @@ def test_dp_attention_holds_deepseek_v4_pros_counted_attention_again_so_fp4_expe
     assert fit["need_gb"] == pytest.approx(weights + 7 * spec.attention_params_b + size.kv_bytes_per_request / 1e9)
     assert fit["fits"] and fit["usable_gb"] == pytest.approx(0.9 * 8 * 180)
     assert weights + 7 * shape_estimate > fit["usable_gb"]  # the estimate alone would have refused it
+    # what predict, recommend and the page say: the rule names the weights held again
+    answer = {dp: service.memory_fits(["B200"], [180.0], spec, {**wf, "dp_attention": dp}).iloc[0]
+              for dp in (True, False)}
+    assert answer[True]["fits"] and answer[True]["need_gb"] == pytest.approx(fit["need_gb"])
+    said = "+ the attention's 19.5 GB again on each of 7 more GPUs (DP attention) + the KV cache"
+    assert said in answer[True]["rule"]
+    assert "again" not in answer[False]["rule"]
 
 
 def test_the_code_digest_is_kept_on_disk_only_while_no_module_file_changes(tmp_path, monkeypatch):

@@ -71,8 +71,12 @@ class MemoryRule:
     usable_fraction: float = physics.MEMORY_UTILIZATION  # vLLM's default gpu_memory_utilization
     bytes_per_param: float = BYTES_FP16
 
-    def describe(self) -> str:
-        return (f"{self.bytes_per_param:g} bytes x parameters (weights) + the KV cache of one request "
+    def describe(self, replicated_gb: float = 0.0, n_gpus: int = 1) -> str:
+        """The rule in words; `replicated_gb` held again on each of the replica's further GPUs (DP attention's
+        attention weights, LlmSize.replicated_gb) is said where there is any."""
+        again = (f" + the attention's {replicated_gb:.1f} GB again on each of {n_gpus - 1} more GPUs (DP attention)"
+                 if replicated_gb > 0 and n_gpus > 1 else "")
+        return (f"{self.bytes_per_param:g} bytes x parameters (weights){again} + the KV cache of one request "
                 f"<= {100 * self.usable_fraction:.0f} % of memory x GPUs per replica")
 
 

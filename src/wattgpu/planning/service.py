@@ -68,7 +68,7 @@ def memory_fits(names: Sequence[str], memory_gb: Sequence[float], spec, w: dict[
     fit = planner.memory_fit(pd.DataFrame({"gpu": list(names), "memory_gb": [float(m) for m in memory_gb]}), size,
                              wf["prompt_tokens"] + wf["output_tokens"], n, rule)
     held = [memory_limit(float(m), n, size, rule) if ok else math.nan for m, ok in zip(memory_gb, fit["fits"])]
-    return fit.assign(held=held, rule=rule.describe())
+    return fit.assign(held=held, rule=rule.describe(size.replicated_gb, n))
 
 
 def memory_limit(memory_gb: float, n_gpus: int, size: planner.LlmSize, rule: planner.MemoryRule) -> float:
