@@ -9,7 +9,7 @@
 - `bins x floor`: bands from the other held-out GPUs' outer residuals (leave-one-GPU-out over the outer folds, a
   proxy for the inner-fold calibration), per bin (the workload group, or the source x load group) with the
   group-conditional floor at a few quantiles across GPUs of their own 80 % quantiles (the rule before stop 40), or
-  `every`, the served rule (modeling/intervals._group_floor: the widest across GPUs of their own 80 - 15 % quantiles):
+  `every`, the served rule (modeling/intervals.group_floor: the widest across GPUs of their own 80 - 15 % quantiles):
   the trade-off between groups left under 0.65 and the median width.
 
 Groups with 20+ rows, accelerator families never measured (Intel) left out as the served model abstains there.
@@ -55,7 +55,7 @@ def proxy(p: pd.DataFrame, bin_col: str, agg: float | str | None) -> pd.DataFram
                 continue
             q = np.quantile(np.abs(cb["s"]), LEVEL)
             if agg == "every":  # the served rule: every GPU keeps LEVEL - UNIT_SLACK of its rows inside
-                q = max(q, intervals._group_floor(cb["s"].to_numpy(), cb["gpu"].to_numpy(dtype=object), LEVEL))
+                q = max(q, intervals.group_floor(cb["s"].to_numpy(), cb["gpu"].to_numpy(dtype=object), LEVEL))
             else:
                 per = [np.quantile(np.abs(x["s"]), LEVEL) for _, x in cb.groupby("gpu") if len(x) >= 5]
                 if agg is not None and len(per) >= 3:

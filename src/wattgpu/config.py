@@ -37,7 +37,13 @@ class Regime(Strict):
     kind: Literal["group_kfold", "row_kfold", "logo", "lolo", "lopo", "loso", "loeo"]
     n_splits: int = Field(5, ge=2)
     max_pairs: int | None = Field(None, ge=1)  # lopo: evaluate a seeded sample of pairs (None = all)
-    groups: int | None = Field(None, ge=2)  # lolo: hold out this many seeded groups of LLMs (None = one LLM each)
+    groups: int | None = Field(None, ge=2)  # logo / lolo: this many seeded groups of GPUs / LLMs (None: one each)
+
+    @model_validator(mode="after")
+    def _groups_of_gpus_or_llms(self) -> Regime:
+        if self.groups is not None and self.kind not in ("logo", "lolo"):
+            raise ValueError(f"`groups` groups the GPUs (logo) or LLMs (lolo) held out together, not {self.kind} folds")
+        return self
 
 
 class XgbParams(Strict):

@@ -365,7 +365,7 @@ def step_power_tdp_share(idle_share, memory_share, compute_share, busy, memory_u
 # at the same requests in flight is kept, and the row's note says so).
 
 
-def attention_params_b(attention_layers, hidden_size, num_attention_heads, head_dim, kv_values_per_layer):
+def attention_params_from_shape_b(attention_layers, hidden_size, num_attention_heads, head_dim, kv_values_per_layer):
     """Parameters (billions) of the attention projections: per attention layer, Q and O (hidden x heads x head dim
     each) and the projection to what a token caches (hidden x its K and V values per layer, kv_cache_layout's
     `values_per_layer`): layers x hidden x (2 x heads x head dim + values) / 1e9. Exact for multi-head and grouped-
@@ -379,10 +379,10 @@ def dp_attention_params_b(counted_b, attention_layers, hidden_size, num_attentio
     """Parameters (billions) DP attention holds whole on every GPU: `counted_b`, the token-mixing layers counted from
     config.json by rule (catalogs.hf_config.attention_params_b: low-rank queries and outputs, latent up-projections,
     indexers, linear-attention layers), where it is known (not NaN); else the estimate from the attention's shape
-    (attention_params_b), which misses those (DeepSeek-V4-Pro: 57.3 B by the shape against 19.5 B counted)."""
+    (attention_params_from_shape_b), which misses those (DeepSeek-V4-Pro: 57.3 B by the shape, 19.5 B counted)."""
     counted = np.asarray(counted_b, dtype=float)
-    return np.where(np.isnan(counted), attention_params_b(attention_layers, hidden_size, num_attention_heads,
-                                                          head_dim, kv_values_per_layer), counted)
+    return np.where(np.isnan(counted), attention_params_from_shape_b(attention_layers, hidden_size, num_attention_heads,
+                                                                     head_dim, kv_values_per_layer), counted)
 
 
 def attention_weight_bytes(attention_params_b_, bytes_per_param=BYTES_FP16):

@@ -186,9 +186,9 @@ class BatchRequestError(RequestError):
         groups: dict[tuple[str, str], list[RowError]] = {}
         for e in self.errors:
             groups.setdefault((e.field, e.problem), []).append(e)
-        said = [str(g[0]) + _also_rows(g[1:]) for g in groups.values()]
-        first = self.errors[0]
-        said[0] = first.problem + _also_rows(next(iter(groups.values()))[1:])
+        first = self.errors[0]  # its row and field are the exception's own: its sentence says the problem alone
+        said = [(e.problem if i == 0 else str(e)) + _also_rows(g[1:])
+                for i, g in enumerate(groups.values()) for e in g[:1]]
         more = len(said) - MAX_LISTED_ERRORS
         super().__init__(first.row, first.field, "; ".join(said[:MAX_LISTED_ERRORS])
                          + (f"; and {more} more errors" if more > 0 else ""))
@@ -220,10 +220,14 @@ FIELD_SYNONYMS = {
 
 @functools.lru_cache(maxsize=1024)
 def _unknown_field(name: str) -> str:
-    synonym = FIELD_SYNONYMS.get(name.strip().lower().replace("-", "_"))
+    """What an unknown field is told: the field a flag or engine setting of that name is (FIELD_SYNONYMS, also when
+    misspelt: `tensor_paralel` is tensor_parallel's n_gpus, not pipeline_parallel), else the nearest field's name."""
+    said = name.strip().lower().replace("-", "_")
+    words = sorted({*KNOWN_FIELDS, *FIELD_SYNONYMS})
+    close = difflib.get_close_matches(said, words, n=1, cutoff=0.6) if len(name) <= 100 else []
+    synonym = FIELD_SYNONYMS.get(said) or (FIELD_SYNONYMS.get(close[0]) if close else None)
     if synonym:
         return f"unknown field; did you mean {synonym[0]!r} ({synonym[1]})?"
-    close = difflib.get_close_matches(name, sorted(KNOWN_FIELDS), n=1, cutoff=0.6) if len(name) <= 100 else []
     if close:
         return f"unknown field; did you mean {close[0]!r}?"
     return f"unknown field; allowed: {', '.join(sorted(KNOWN_FIELDS))}"

@@ -109,6 +109,24 @@ def test_any_answer_frame_serves_as_strict_json(rows):
             assert (got[k] is None) if missing else got[k] == v
 
 
+@given(st.lists(st.fixed_dictionaries({"gpu": CELLS, "power_w": CELLS, "level": st.floats(0.5, 0.99),
+                                       "overloaded": st.booleans(), "n": st.integers(-2**40, 2**40)}), min_size=1,
+                max_size=8))
+def test_the_served_app_writes_mlflows_answer_byte_for_byte(rows):
+    """serving.app.predictions_to_json (the C encoder) writes what MLflow's scoring server writes (the Python one)."""
+    from mlflow.pyfunc import scoring_server
+
+    from wattgpu.serving import app
+    from wattgpu.serving.pyfunc import with_nulls
+
+    frame = with_nulls(pd.DataFrame(rows))
+    ours, mlflows = io.StringIO(), io.StringIO()
+    app.predictions_to_json(frame, ours)
+    scoring_server.predictions_to_json(frame, mlflows)
+    assert ours.getvalue() == mlflows.getvalue()
+    strict(ours.getvalue())
+
+
 # ------------------------------------------------------------------------------------------------- valid requests
 
 
@@ -360,10 +378,13 @@ def test_an_error_on_many_rows_is_said_once_with_its_rows_and_each_row_keeps_its
 
 @pytest.mark.parametrize("name, field", [("gpus_per_replica", "n_gpus"), ("gpus-per-replica", "n_gpus"),
                                          ("tensor_parallel", "n_gpus"), ("rate", "request_rate_per_s"),
-                                         ("max_num_seqs", "concurrency"), ("batch_size", "concurrency")])
+                                         ("max_num_seqs", "concurrency"), ("batch_size", "concurrency"),
+                                         ("tensor_paralel", "n_gpus"), ("Tensor-Parallel", "n_gpus"),
+                                         ("max_num_seq", "concurrency")])
 def test_a_flag_or_engine_setting_name_is_pointed_to_the_field_that_says_it(name, field):
     """Words no string distance links (difflib offers nothing or a wrong field, e.g. expert_parallel for
-    tensor_parallel): the command line's flag names and the engines' settings are pointed to their field."""
+    tensor_parallel; pipeline_parallel for a misspelt tensor_paralel): the command line's flag names and the engines'
+    settings are pointed to their field, misspelt too."""
     with pytest.raises(RequestError) as exc:
         validate([{**BY_NAME, name: 8}], GPUS, LLMS)
     assert exc.value.field == name and f"unknown field; did you mean {field!r} (" in str(exc.value)

@@ -26,6 +26,27 @@ def test_every_row_is_tested_exactly_once_and_groups_never_leak(kind):
         check_disjoint(ROWS, regime, f)
 
 
+@pytest.mark.parametrize(("kind", "column"), [("logo", "gpu"), ("lolo", "llm")])
+def test_grouped_logo_and_lolo_hold_out_whole_gpus_or_llms_a_group_at_a_time(kind, column):
+    """`groups` puts the GPUs (LLMs) into that many seeded groups: each row tested once, a GPU never on both sides."""
+    fs = folds(ROWS, Regime(kind=kind, groups=2), seed=1)
+    assert len(fs) == 2
+    assert sorted(i for f in fs for i in f.test) == list(range(len(ROWS)))
+    held = [set(ROWS.iloc[f.test][column]) for f in fs]
+    assert sorted(len(h) for h in held) == ([1, 2] if kind == "logo" else [2, 2])
+    for f, h in zip(fs, held):
+        assert not h & set(ROWS.iloc[f.train][column])
+    assert [list(f.test) for f in fs] == [list(f.test) for f in folds(ROWS, Regime(kind=kind, groups=2), seed=1)]
+
+
+@pytest.mark.parametrize("kind", ["loso", "lopo", "group_kfold"])
+def test_groups_on_a_regime_that_does_not_group_gpus_or_llms_is_refused(kind):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="groups"):
+        Regime(kind=kind, groups=3)
+
+
 def test_lopo_removes_the_gpu_and_the_llm_from_training():
     fs = folds(ROWS, Regime(kind="lopo"), seed=1)
     assert len(fs) == 12

@@ -171,12 +171,15 @@ STRONG = {"n_estimators": 120, "max_depth": 4, "learning_rate": 0.1, "reg_lambda
 
 @pytest.fixture(scope="module")
 def setting(pipeline):
-    """The test pipeline's params and a small real power table: the first 40 rows per GPU of one source."""
-    from wattgpu.config import load_params
+    """The test pipeline's params, with LOGO's outer folds one per GPU as in `make run` (the test pipeline groups
+    them), and a small real power table: the first 40 rows per GPU of one source."""
+    from wattgpu.config import Regime, load_params
     from wattgpu.evaluation.runner import target_rows
     from wattgpu.stages.register import catalogs, training_table
 
     params = load_params(pipeline / "params.yaml")
+    search = params.search.model_copy(update={"regimes": {**params.search.regimes, "logo": Regime(kind="logo")}})
+    params = params.model_copy(update={"search": search})
     ev = params.evaluate
     cats = catalogs(pipeline)
     table = target_rows(training_table(pipeline, ev.source, False, ev, cats), "power")

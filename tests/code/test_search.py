@@ -265,11 +265,15 @@ def test_calibration_reuses_the_chosen_trials_inner_models_and_a_refit_gives_the
     plan = task.plans[0]
     assert plan.calibrates_on_inner
     objective = task.objective(plan)
-    best = run_study(task, plan, objective).best_trial
+    study = run_study(task, plan, objective)
+    best = study.best_trial
     params = dict(best.params)
     feature_set = params.pop("feature_set", task.space.feature_sets[0])
     own = objective.models[best.number]
     assert len(own) == len(plan.inner)
+    ran = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert list(objective.models) == [best.number]  # no other trial's models kept (`workload` completes several)
+    assert len(ran) > 1 or algorithm == "lightgbm"  # lightgbm's later trials are pruned here
     seen = spy_calibrations(monkeypatch)
     y_pred = np.ones(len(plan.outer.test))
     outer_bounds(task, plan, objective, feature_set, params, y_pred, own)

@@ -139,8 +139,8 @@ def test_mlflow_nests_trials_under_studies_and_registers_both_models_with_aliase
 
 def test_same_seed_same_search_metrics_from_fresh_studies(repo):
     """Every trial of a regime's search run again from the seed gives the same metrics to the last digit. LOSO's
-    search (3 outer folds) goes through the same nested search, calibration and served path as LOGO's (15 folds) in a
-    third of the time."""
+    search (3 outer folds) goes through the same nested search, calibration and served path as LOGO's (4 groups of
+    GPUs here, 15 folds in `make run`) in less time."""
     import shutil
 
     before = (repo / "reports/search/loso/metrics.json").read_text()

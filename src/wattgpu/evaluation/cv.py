@@ -2,7 +2,7 @@
 
 - group_kfold: k folds; all rows of a (GPU, LLM) pair (every replicate and scenario) stay on one side.
 - row_kfold:   the paper notebook's plain shuffled KFold over rows (replicates leak across folds).
-- logo:        leave one GPU out.
+- logo:        leave one GPU out (with `groups`: one of that many seeded groups of GPUs at a time).
 - lolo:        leave one LLM out (with `groups`: one of that many seeded groups of LLMs at a time).
 - lopo:        leave one (GPU, LLM) pair out, after removing every row of that GPU *and* of that LLM
                from training: a new GPU and a new model at once.
@@ -64,8 +64,8 @@ def folds(rows: pd.DataFrame, regime: Regime, seed: int = 42) -> list[Fold]:
         pair = rows["gpu"].astype(str) + "|" + rows["llm"].astype(str)
         gkf = GroupKFold(n_splits=regime.n_splits, shuffle=True, random_state=seed)
         return [Fold(f"fold{i}", tr, te) for i, (tr, te) in enumerate(gkf.split(np.arange(n), groups=pair))]
-    if regime.kind == "lolo" and regime.groups is not None:
-        return list(_leave_group_out(rows["llm"].to_numpy(), regime.groups, seed))
+    if regime.kind in ("logo", "lolo") and regime.groups is not None:
+        return list(_leave_group_out(group_keys(rows, regime.kind), regime.groups, seed))
     if regime.kind in ("logo", "lolo", "loso"):
         return list(_leave_one_out(group_keys(rows, regime.kind)))
     if regime.kind == "loeo":

@@ -157,7 +157,7 @@ def _bins(group: np.ndarray, extrap: np.ndarray) -> np.ndarray:
     return np.asarray(group, dtype=int) * 2 + np.asarray(extrap, dtype=int)
 
 
-def _group_floor(scores: np.ndarray, units: np.ndarray, level: float) -> float:
+def group_floor(scores: np.ndarray, units: np.ndarray, level: float) -> float:
     """The largest across units (GPUs) of each unit's own (level - UNIT_SLACK) quantile of |score|; 0 with too few
     units."""
     if UNIT_SLACK is None:
@@ -171,7 +171,7 @@ def half_widths(cal: Calibration, group: np.ndarray, extrap: np.ndarray, level: 
                 novel: np.ndarray | None = None) -> np.ndarray:
     """Per row, the log-scale half-width at `level` (inf: abstain). An extrapolating row gets the wider of its
     own bin's and the inside bin's half-width; a bin's width is the larger of crepes' pooled quantile and the
-    group-conditional floor (_group_floor: every calibration GPU keeps level - UNIT_SLACK of its rows inside); a
+    group-conditional floor (group_floor: every calibration GPU keeps level - UNIT_SLACK of its rows inside); a
     `novel` row (accelerator family unseen in training) abstains, and scores from novel held-out GPUs calibrate
     nothing."""
     from crepes import ConformalRegressor
@@ -188,7 +188,7 @@ def half_widths(cal: Calibration, group: np.ndarray, extrap: np.ndarray, level: 
         return out
     keep = np.isin(bins, present)
     cr = ConformalRegressor().fit(scores[keep], bins=bins[keep])
-    floor = {int(b): _group_floor(scores[bins == b], units[bins == b], level) for b in present}
+    floor = {int(b): group_floor(scores[bins == b], units[bins == b], level) for b in present}
 
     def width(b: np.ndarray) -> np.ndarray:
         w = np.full(len(b), np.inf)

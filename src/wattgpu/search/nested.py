@@ -151,8 +151,9 @@ class Settings:
 class Objective:
     """Mean inner-fold score of one trial's estimator; reports after each fold so MedianPruner can stop it.
 
-    It keeps each completed trial's inner-fold models (`models[trial number]`, one per inner fold, this process's
-    trials only), so that calibrating the chosen trial on the inner folds costs no fit of the model itself.
+    It keeps the inner-fold models of the best trial it completed (`models[trial number]`, one per inner fold; the
+    first of equal scores, as Optuna's best trial; this process's trials only), so that calibrating the chosen trial
+    on the inner folds costs no fit of the model itself, and no other trial's models stay in memory.
     `step_rows`: rows with an ITL and without the target (StudyTask.step_rows) that a fold's power model may learn its
     step time from (evaluation.cv.fit_fold).
     """
@@ -164,6 +165,7 @@ class Objective:
         self.y = rows[TARGETS[target].column].to_numpy(dtype=float)
         self.labels = score_groups(rows)
         self.models: dict[int, list] = {}
+        self._best: float | None = None
 
     def estimator(self, feature_set: str, hp: dict):
         s = self.settings
@@ -189,8 +191,10 @@ class Objective:
             if trial.should_prune():
                 raise optuna.TrialPruned()
         trial.set_user_attr("fold_scores", [float(x) for x in scores])  # for the selection's paired comparison
-        self.models[trial.number] = models
-        return float(np.mean(scores))
+        value = float(np.mean(scores))
+        if self._best is None or value < self._best:  # minimised; NaN never replaces
+            self._best, self.models = value, {trial.number: models}
+        return value
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -60,8 +60,24 @@ def create_app():
     from mlflow.pyfunc import scoring_server
 
     settings = json.loads(os.environ.get(SERVE_ENV) or "{}")
+    scoring_server.predictions_to_json = predictions_to_json  # the same bytes, in half the time (below)
     return Guard(scoring_server.init(load_champions(settings.get("uris") or champion_uris())),
                  int(settings.get("max_body_bytes", MAX_BODY_BYTES)))
+
+
+def predictions_to_json(raw_predictions, output, metadata=None):
+    """MLflow's `scoring_server.predictions_to_json`, byte for byte, written with `json.dumps`: MLflow's `json.dump`
+    streams through the standard library's pure-Python encoder, `json.dumps` uses its C encoder (a 1,000-row answer
+    serialised in about half the time). The app this module serves writes its answers with it; MLflow's own
+    (`mlflow models serve`) is left as it is."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.pyfunc import scoring_server
+    from mlflow.utils.proto_json_utils import NumpyEncoder
+
+    if metadata and "predictions" in metadata:
+        raise MlflowException.invalid_parameter_value("metadata cannot contain 'predictions' key")
+    predictions = scoring_server._get_jsonable_obj(raw_predictions, pandas_orient="records")
+    output.write(json.dumps({"predictions": predictions, **(metadata or {})}, cls=NumpyEncoder))
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
