@@ -36,16 +36,23 @@ def fitted(rows, **kw):
     return model, model.pipeline_.named_steps["model"]
 
 
-def test_the_step_fit_converges_and_says_so(rows):
+@pytest.fixture(scope="module")
+def one_thread(rows):
+    """A fresh fit on every ITL row, one thread, a ConvergenceWarning raised as an error: (estimator, step model).
+    Shared by the tests below (each fit of the 10,000 rows takes seconds)."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", steptime.ConvergenceWarning)
-        _, step = fitted(rows)
+        with threadpool_limits(1):
+            return fitted(rows)
+
+
+def test_the_step_fit_converges_and_says_so(one_thread):
+    _, step = one_thread
     assert step.convergence_["converged"] and step.convergence_["evaluations"] < steptime.MAX_EVALUATIONS
 
 
-def test_the_step_fit_is_the_same_under_any_thread_count(rows):
-    with threadpool_limits(1):
-        one, step_one = fitted(rows)
+def test_the_step_fit_is_the_same_under_any_thread_count(rows, one_thread):
+    one, step_one = one_thread
     with threadpool_limits(2):
         two, step_two = fitted(rows)
     np.testing.assert_array_equal(step_one.theta_, step_two.theta_)
@@ -60,7 +67,7 @@ def test_a_fit_stopped_early_warns(rows, monkeypatch):
     assert not step.convergence_["converged"]
 
 
-def test_reused_fits_are_the_fits(rows):
+def test_reused_fits_are_the_fits(rows, one_thread):
     """A trial that differs only in the boosted factor reuses the converged weights: the same numbers as a refit."""
     steptime._SOLVED.clear()
     first = make_estimator("workload", "itl", "workload", HP, seed=42).fit(rows).pipeline_.named_steps["model"]
@@ -68,4 +75,4 @@ def test_reused_fits_are_the_fits(rows):
     again = make_estimator("workload", "itl", "workload", {**HP, "num_leaves": 15}, seed=42).fit(rows)
     assert len(steptime._SOLVED) == 1  # no second solve
     np.testing.assert_array_equal(again.pipeline_.named_steps["model"].theta_, first.theta_)
-    np.testing.assert_array_equal(fitted(rows)[1].theta_, first.theta_)  # a cold refit gives the same weights
+    np.testing.assert_array_equal(one_thread[1].theta_, first.theta_)  # another cold fit gives the same weights
