@@ -35,11 +35,12 @@ error with a "did you mean"; a number must be a number (not text, not a bool), f
 where it counts things; text must be printable (no newline or control character) and at most
 fields.TEXT_MAX_CHARS long. The rules between fields (a catalog name or spec fields; one load; active <= total
 parameters; attention heads divide the hidden size unless head_dim is given, fields.LLM_DIVIDES; pipeline stages
-divide the GPUs; a text field beside a catalog name, gpu_architecture or llm_family or a gpu_name label, agrees with
-the entry, as it would otherwise be ignored; ...) run on the whole batch at once, vectorised. A frame that gives a
-column twice is an error naming it. `read_csv` reads requests from CSV text the same way for the batch CLI and HTTP
-`text/csv`: text fields stay text (a label 1234, engine_version 0.10), a text cell in a number column is that row's
-error only, and each row keeps the line of the file it begins on.
+divide the GPUs; on vLLM and SGLang the tensor-parallel GPUs split the attention heads evenly, as those engines require
+at start-up (workload.splits_heads); a text field beside a catalog name, gpu_architecture or llm_family or a gpu_name
+label, agrees with the entry, as it would otherwise be ignored; ...) run on the whole batch at once, vectorised. A
+frame that gives a column twice is an error naming it. `read_csv` reads requests from CSV text the same way for the
+batch CLI and HTTP `text/csv`: text fields stay text (a label 1234, engine_version 0.10), a text cell in a number
+column is that row's error only, and each row keeps the line of the file it begins on.
 
 Absent: a field left out, null (None) or blank text is absent and takes its default ("missing" where it is
 required). A DataFrame (a CSV read into one, an HTTP `dataframe_records` body) marks an empty cell with NaN, so
@@ -79,6 +80,7 @@ from wattgpu.workload import (
     DEFAULTS,
     ENGINE_PROXIES,
     ENGINES,
+    HEAD_SHARDED_ENGINES,
     KV_PRECISIONS,
     PRECISION_BYTES,
     SCENARIOS,
@@ -86,10 +88,12 @@ from wattgpu.workload import (
     SPECULATIVE,
     SPECULATIVE_CHOICES,
     default_kv_precision,
+    head_split_sizes,
     measured_engine,
     nearest_load,
     offline_concurrency,
     spec_defaults,
+    splits_heads,
     version_number,
 )
 
@@ -187,8 +191,7 @@ class BatchRequestError(RequestError):
         for e in self.errors:
             groups.setdefault((e.field, e.problem), []).append(e)
         first = self.errors[0]  # its row and field are the exception's own: its sentence says the problem alone
-        said = [(e.problem if i == 0 else str(e)) + _also_rows(g[1:])
-                for i, g in enumerate(groups.values()) for e in g[:1]]
+        said = [(g[0].problem if i == 0 else str(g[0])) + _also_rows(g[1:]) for i, g in enumerate(groups.values())]
         more = len(said) - MAX_LISTED_ERRORS
         super().__init__(first.row, first.field, "; ".join(said[:MAX_LISTED_ERRORS])
                          + (f"; and {more} more errors" if more > 0 else ""))
@@ -723,7 +726,8 @@ def _replica_shape(out: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors
     """The replica-shape rules that need the LLM: expert parallel needs routed experts (a mixture of experts whose
     expert count is known) and divides their count; `speculative: mtp` needs the LLM's multi-token-prediction layers
     (an LLM whose config has none is refused; one whose count is not known, a spec without llm_mtp_layers, is
-    answered)."""
+    answered); on vLLM and SGLang, without DP attention, the tensor-parallel GPUs split the attention heads evenly
+    (workload.splits_heads; not checked where the heads are not known)."""
     mtp = out["llm_mtp_layers"].astype(float)
     errors.add((out["speculative"] == "mtp") & (mtp == 0), rows, "speculative",
                lambda i: f"mtp drafts with the LLM's multi-token-prediction layers, and {out['llm'][i]!r} has none "
@@ -740,6 +744,19 @@ def _replica_shape(out: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors
         errors.add((ep > 1) & moe & (experts % ep != 0), rows, "expert_parallel",
                    lambda i: f"{ep[i]:g} does not divide {out['llm'][i]!r}'s {experts[i]:g} routed experts "
                              "(llm_num_experts): each GPU holds the same number of whole experts")
+    # vLLM and SGLang shard attention by whole heads (workload.HEAD_SHARDED_ENGINES); DP attention runs it whole
+    heads, kv = out["llm_num_attention_heads"].astype(float), out["llm_num_kv_heads"].astype(float)
+    tp, pp, n_gpus = out["tensor_parallel"], out["pipeline_parallel"], out["n_gpus"]
+    sharded = np.isin(out["engine"], HEAD_SHARDED_ENGINES) & ~out["dp_attention"] & (tp > 1) & ~np.isnan(heads)
+    errors.add(sharded & ~splits_heads(heads, kv, tp), rows, "n_gpus",
+               lambda i: f"{tp[i]:g} tensor-parallel GPUs" + ("" if pp[i] == 1 else f" (n_gpus {n_gpus[i]:g} / "
+                         f"pipeline_parallel {pp[i]:g})") + f" do not split {out['llm'][i]!r}'s {heads[i]:g} "
+                         f"attention heads" + ("" if np.isnan(kv[i]) or kv[i] == heads[i] else f" and {kv[i]:g} KV "
+                         "heads") + f" evenly: {out['engine'][i]} shards attention by whole heads (each GPU the "
+                         "same number of query heads, and of KV heads or of copies of one) and refuses it at "
+                         "start-up; tensor-parallel sizes it accepts: " + ", ".join(
+                             map(str, head_split_sizes(heads[i], kv[i]))) + " (pipeline_parallel stages for more "
+                         "GPUs, or dp_attention)")
 
 
 def _offline_concurrency(out: dict[str, np.ndarray]) -> None:

@@ -221,6 +221,33 @@ def default_max_num_seqs(memory_gb, gpu_names, engine_versions) -> np.ndarray:
     return caps.reshape(shape)
 
 
+# Engines that shard attention over the tensor-parallel GPUs by whole heads and refuse, at start-up, a tensor-parallel
+# size that does not split them so: vLLM (ModelConfig.verify_with_parallel_config, "Total number of attention heads
+# (32) must be divisible by tensor parallel size (3)"; QKVParallelLinear, vllm/model_executor/layers/linear.py) and
+# SGLang (QKVParallelLinear, python/sglang/srt/layers/linear.py); e.g. Phi-4's 10 KV heads over 4 GPUs fail
+# (https://github.com/vllm-project/vllm/issues/16021). Not held to it: engines that split a model by layers
+# (llama.cpp, transformers' device map) or were measured beyond it (LLM-Inference-Bench ran DeepSpeed with Qwen2-7B's
+# 28 heads over 8 GPUs); TensorRT-LLM, whose rule was not checked here.
+HEAD_SHARDED_ENGINES = ("vllm", "sglang")
+
+
+def splits_heads(num_heads, num_kv_heads, tensor_parallel) -> np.ndarray:
+    """Whether `tensor_parallel` GPUs split an attention layer as HEAD_SHARDED_ENGINES require: the query heads
+    divided by it, and the KV heads divided by it or, where it is at least their count, it divided by them (each KV
+    head then replicated on tensor_parallel / KV heads GPUs). KV heads NaN: as many as the query heads. Arrays or
+    scalars; False where the heads are not known (NaN)."""
+    heads, tp = np.asarray(num_heads, dtype=float), np.asarray(tensor_parallel, dtype=float)
+    kv = np.where(np.isnan(np.asarray(num_kv_heads, dtype=float)), heads, num_kv_heads)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (heads % tp == 0) & np.where(tp >= kv, tp % kv == 0, kv % tp == 0)
+
+
+def head_split_sizes(num_heads: float, num_kv_heads: float) -> list[int]:
+    """The tensor-parallel sizes that splits_heads accepts for one LLM (1 up to its query heads)."""
+    sizes = np.arange(1, int(num_heads) + 1)
+    return [int(t) for t in sizes[splits_heads(num_heads, num_kv_heads, sizes)]]
+
+
 def nearest_load(rate: float) -> str:
     """The measured server load nearer to `rate` on a log scale (the models know the two loads as labels)."""
     low, high = SERVER_RATES["server_low"], SERVER_RATES["server_high"]

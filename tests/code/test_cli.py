@@ -87,6 +87,20 @@ def test_spec_gpu_predicts_like_the_same_catalog_gpu(env):
     assert by_spec["itl_ms"] == pytest.approx(by_name["itl_ms"])
 
 
+def test_a_spec_file_labelled_as_a_catalog_entry_is_answered_under_its_own_label(env):
+    """A GPU spec YAML keyed as a catalog GPU, a config.json whose _name_or_path is a catalog LLM: the files' fields
+    are answered, labelled with the file's name (a request refuses a spec that calls itself a catalog entry)."""
+    res = run("predict", "--gpu-spec", str(gpu_spec_yaml(env, key="NVIDIA L4")), "--llm-config",
+              str(llm_config_json(env, _name_or_path=LLAMA)), "--scenario", "server_low", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert (out["prediction"]["gpu"], out["request"]["llm_name"]) == ("NVIDIA L4 (gpu.yaml)", f"{LLAMA} (config.json)")
+    by_name = json.loads(run("predict", "--gpu", "L4", "--llm", LLAMA, "--scenario", "server_low",
+                             "--json").stdout)["prediction"]
+    assert out["prediction"]["power_w"] == pytest.approx(by_name["power_w"], rel=0.02)
+    assert out["prediction"]["itl_ms"] == pytest.approx(by_name["itl_ms"], rel=0.02)
+
+
 def test_predict_text_output_names_units_and_model_versions(env):
     res = run("predict", "--gpu", "a30", "--llm", LLAMA, "--scenario", "offline", "--gpus-per-replica", "1")
     assert res.exit_code == 0, res.output

@@ -31,8 +31,11 @@ DSV3 = llm_spec_from_hf_config("deepseek-ai/DeepSeek-V3", json.loads((CONFIGS / 
 # a real config without multi-token-prediction layers
 LLAMA = llm_spec_from_hf_config("meta-llama/Meta-Llama-3.1-8B",
                                 json.loads((CONFIGS / "meta-llama--Meta-Llama-3.1-8B.json").read_text()))
+# a real config whose 40 attention heads share 10 KV heads (vLLM refuses it over 4 GPUs: vllm-project/vllm#16021)
+PHI4 = llm_spec_from_hf_config("microsoft/phi-4", json.loads(
+    (paths.project_root() / "data/catalogs/reference_configs/microsoft--phi-4.json").read_text()))
 GPUS = load_gpu_catalog()
-CATALOG = LlmCatalog([*LLMS, DSV3, LLAMA])
+CATALOG = LlmCatalog([*LLMS, DSV3, LLAMA, PHI4])
 B200 = GPUS.get("NVIDIA B200")
 BASE = {"gpu": "NVIDIA B200", "llm": DSV3.key, "n_gpus": 8, "concurrency": 64, "prompt_tokens": 1000,
         "output_tokens": 200}
@@ -67,6 +70,14 @@ def test_the_real_config_is_what_the_hand_computations_assume():
     ({**DENSE, "expert_parallel": 8}, "expert_parallel", "no routed experts"),  # a dense LLM
     ({**BASE, "llm": "fixture/moe-16b", "expert_parallel": 8}, "expert_parallel", "expert count is not known"),
     ({**BASE, "n_gpus": 1, "dp_attention": True}, "dp_attention", "needs 2 or more tensor-parallel GPUs"),
+    ({**DENSE, "n_gpus": 3}, "n_gpus", ("3 tensor-parallel GPUs do not split 'fixture/dense-8b''s 32 attention heads "
+                                        "and 8 KV heads evenly: vllm shards attention by whole heads")),
+    ({**DENSE, "n_gpus": 6, "pipeline_parallel": 2, "engine": "sglang"}, "n_gpus",
+     "3 tensor-parallel GPUs (n_gpus 6 / pipeline_parallel 2) do not split"),
+    ({**BASE, "llm": PHI4.key, "n_gpus": 4}, "n_gpus",  # 40 query heads divide by 4, 10 KV heads do not
+     ("40 attention heads and 10 KV heads evenly: vllm shards attention by whole heads (each GPU the same number of "
+      "query heads, and of KV heads or of copies of one) and refuses it at start-up; tensor-parallel sizes it accepts: "
+      "1, 2, 5, 10, 20, 40")),
     ({**BASE, "dp_attention": "maybe"}, "dp_attention", "must be true or false"),
     ({**BASE, "spec_accept_length": 2.0}, "spec_accept_length", "needs `speculative`"),  # no method
     ({**BASE, "speculative": "none", "spec_draft_tokens": 2}, "spec_draft_tokens", "needs `speculative`"),
@@ -92,6 +103,23 @@ def test_a_shape_that_does_not_fit_names_its_field(request_, field, says):
     with pytest.raises(RequestError) as exc:
         rows(request_)
     assert exc.value.field == field and says in str(exc.value)
+
+
+def test_tensor_parallel_sizes_split_attention_heads_as_vllms_qkv_layer_does():
+    # query heads divided by tp; KV heads divided by tp, or tp divided by them where tp >= KV heads (replicas)
+    assert workload.head_split_sizes(32, 8) == [1, 2, 4, 8, 16, 32]  # Llama-3.1-8B
+    assert workload.head_split_sizes(40, 10) == [1, 2, 5, 10, 20, 40]  # Phi-4: 4 and 8 divide 40, not 10
+    assert workload.head_split_sizes(28, 4) == [1, 2, 4, 28]  # Qwen2-7B: 7 and 14 leave KV heads unevenly split
+    assert workload.head_split_sizes(40, float("nan")) == [1, 2, 4, 5, 8, 10, 20, 40]  # multi-head: KV = query
+    assert not workload.splits_heads(float("nan"), float("nan"), 2)  # heads not known: no layout is judged
+
+
+def test_a_layout_the_head_rule_does_not_bind_is_answered():
+    r = rows({**DENSE, "n_gpus": 3, "pipeline_parallel": 3},  # pipeline stages: tensor parallel 1
+             {**DENSE, "n_gpus": 3, "engine": "deepspeed"},  # measured beyond the rule (LLM-Inference-Bench)
+             {**DENSE, "n_gpus": 6, "dp_attention": True, "engine": "sglang"},  # attention whole on each GPU
+             {**BASE, "llm": PHI4.key, "n_gpus": 2}, {**DENSE, "n_gpus": 16})  # 16 GPUs: each KV head on 2
+    assert list(r["tensor_parallel"]) == [1, 3, 6, 2, 16]
 
 
 def test_mtp_is_answered_where_the_llm_has_mtp_layers_or_their_count_is_not_known():

@@ -56,7 +56,11 @@ def good_request(draw) -> dict:
         if draw(st.booleans()):
             req[k] = draw(inside(BOUNDS[k]))
     pp = draw(st.sampled_from([1, 2, 4]))
-    req.update(pipeline_parallel=pp, n_gpus=pp * draw(st.integers(1, 64 // pp)))
+    if draw(st.booleans()):  # vLLM (the default engine): tensor parallel splits the fixtures' 32 heads and 8 KV heads
+        tp = draw(st.sampled_from([t for t in (1, 2, 4, 8, 16) if t * pp <= 64]))
+    else:  # an engine held to no head rule (workload.HEAD_SHARDED_ENGINES): any tensor-parallel size
+        req["engine"], tp = "deepspeed", draw(st.integers(1, 64 // pp))
+    req.update(pipeline_parallel=pp, n_gpus=pp * tp)
     if draw(st.booleans()):
         req["precision"] = draw(st.sampled_from(list(PRECISION_BYTES))).upper()
     return req

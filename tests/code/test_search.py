@@ -284,6 +284,27 @@ def test_calibration_reuses_the_chosen_trials_inner_models_and_a_refit_gives_the
         np.testing.assert_array_equal(getattr(reused, part), getattr(refit, part))
 
 
+def test_a_failed_first_trial_does_not_keep_its_models_in_place_of_the_best_trials(rows, search, tmp_path, monkeypatch):
+    """A trial whose score is NaN fails in Optuna; the models kept for calibration are still the best completed
+    trial's (a NaN kept as the best so far would have blocked every later trial)."""
+    from wattgpu.search import nested
+
+    task = _task(rows, search, tmp_path, "workload", "nan")
+    plan = task.plans[0]
+    objective = task.objective(plan)
+    real, calls = nested.score, []
+
+    def first_fold_nan(*args):
+        calls.append(args)
+        return float("nan") if len(calls) == 1 else real(*args)
+
+    monkeypatch.setattr(nested, "score", first_fold_nan)
+    study = run_study(task, plan, objective)
+    states = [t.state.name for t in study.trials]
+    assert states[0] == "FAIL" and "COMPLETE" in states[1:]
+    assert list(objective.models) == [study.best_trial.number] != [0]
+
+
 def test_calibration_scores_a_poisson_row_at_the_requests_in_flight_its_fold_model_solves(rows, search, tmp_path,
                                                                                         monkeypatch):
     """A Poisson row's calibration score is the error of what is served: requests in flight solved from its rate by

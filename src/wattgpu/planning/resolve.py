@@ -149,7 +149,7 @@ def gpu_choice(gpu: str | None, gpu_spec: Path | None, model_gpus: GpuCatalog) -
         raise WattgpuError("give exactly one of --gpu NAME or --gpu-spec FILE.yaml")
     if gpu is not None:
         return resolve_gpu(gpu, model_gpus, project_gpus())
-    spec_fields = read_gpu_spec_file(gpu_spec)
+    spec_fields = own_label(read_gpu_spec_file(gpu_spec), "gpu_name", model_gpus, gpu_spec)
     return Resolved(spec_fields, spec_fields, f"spec file {gpu_spec}")
 
 
@@ -160,7 +160,16 @@ def llm_choice(llm: str | None, llm_config: Path | None, model_llms: LlmCatalog)
     if llm is not None:
         return resolve_llm(llm, model_llms, project_llms())
     _, _, spec = read_llm_config(llm_config)
-    return Resolved(llm_fields(spec), spec, f"config file {llm_config}")
+    return Resolved(own_label(llm_fields(spec), "llm_name", model_llms, llm_config), spec, f"config file {llm_config}")
+
+
+def own_label(spec_fields: dict[str, Any], label: str, catalog, path: Path) -> dict[str, Any]:
+    """A spec file's request fields, its `label` (gpu_name, llm_name) suffixed with the file's name where it names an
+    entry of the models' catalog (a config.json's _name_or_path of a catalog LLM): the file's own fields are what the
+    user asks about (they may differ from the entry's), and a request refuses a spec labelled as a catalog entry."""
+    if spec_fields.get(label) in catalog:
+        return {**spec_fields, label: f"{spec_fields[label]} ({path.name})"}
+    return spec_fields
 
 
 def known_to_models(records: list[dict], model_gpus: GpuCatalog, model_llms: LlmCatalog) -> list[dict]:

@@ -192,7 +192,8 @@ class Objective:
                 raise optuna.TrialPruned()
         trial.set_user_attr("fold_scores", [float(x) for x in scores])  # for the selection's paired comparison
         value = float(np.mean(scores))
-        if self._best is None or value < self._best:  # minimised; NaN never replaces
+        # minimised; a NaN score (a failed trial in Optuna) is never kept and never stands in a later trial's way
+        if not math.isnan(value) and (self._best is None or value < self._best):
             self._best, self.models = value, {trial.number: models}
         return value
 
