@@ -3,11 +3,16 @@
 Nothing skips: a test that needs the measurement table, models or reports gets them from `pipeline`, the real
 `dvc repro` run once per session in a temporary clone on shrunk params (every stage, from the raw data that
 `make test` pulls); a missing prerequisite fails with what to run.
+
+Two clones: `ingested` stops after the measurement table (`dvc repro ingest`: seconds) and is never written to again,
+for the tests that read only the table or the catalogs (run alone, they start in seconds, not after the whole
+pipeline); `pipeline` is a copy of it on which the rest of `dvc repro` runs, once, when a test first needs it.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
-NEEDS_PIPELINE = frozenset({"pipeline", "raw_dir"})  # the fixtures that need the raw data (and build the pipeline)
+NEEDS_PIPELINE = frozenset({"pipeline", "ingested", "raw_dir"})  # the fixtures that need the raw data
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects: `make test-fast` leaves these out
@@ -75,23 +80,38 @@ def shrink(p: dict) -> None:
     profiles["smoke"]["algorithms"] = [a for a in profiles["small"]["algorithms"] if a != "lightgbm"]
 
 
-@pytest.fixture(scope="session")
-def pipeline(root, raw_dir, tmp_path_factory) -> Path:
-    """A clone of this project (with uncommitted work) after the real `dvc repro` on shrunk params.
+def _reused() -> Path | None:
+    """WATTGPU_TEST_PIPELINE: for quick local iteration only, a clone built by an earlier session of `pipeline`, used as
+    it is for both fixtures (so it may hold older code's outputs); `make test` and CI never set it."""
+    reuse = os.environ.get("WATTGPU_TEST_PIPELINE")
+    if reuse and not (Path(reuse) / "dvc.lock").exists():
+        pytest.fail(f"WATTGPU_TEST_PIPELINE={reuse} is not a pipeline clone (no dvc.lock)")
+    return Path(reuse) if reuse else None
 
-    For quick local iteration only, WATTGPU_TEST_PIPELINE names a clone built by an earlier session of this
-    fixture (`make test` and CI never set it): it is used as it is, so it may hold older code's outputs.
-    """
+
+@pytest.fixture(scope="session")
+def ingested(root, raw_dir, tmp_path_factory) -> Path:
+    """A clone of this project (with uncommitted work) on shrunk params after the real `dvc repro ingest` (catalog and
+    measurement table), never written to afterwards: for tests that read only the data and the catalogs."""
     from tests.integration.helpers import clone, run, shrink_params
 
-    reuse = os.environ.get("WATTGPU_TEST_PIPELINE")
-    if reuse:
-        if not (Path(reuse) / "dvc.lock").exists():
-            pytest.fail(f"WATTGPU_TEST_PIPELINE={reuse} is not a pipeline clone (no dvc.lock)")
-        return Path(reuse)
-
-    dest = clone(root, tmp_path_factory.mktemp("clone") / "wattgpu")
+    if reused := _reused():
+        return reused
+    dest = clone(root, tmp_path_factory.mktemp("ingested") / "wattgpu")
     shrink_params(dest / "params.yaml", shrink)
     run(["dvc", "pull", "-q", *sorted(str(p.relative_to(dest)) for p in (dest / "data/raw").glob("*.dvc"))], dest)
+    run(["dvc", "repro", "ingest"], dest)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def pipeline(ingested, tmp_path_factory) -> Path:
+    """A copy of the `ingested` clone after the real `dvc repro` on shrunk params (every stage)."""
+    from tests.integration.helpers import run
+
+    if _reused():
+        return ingested
+    dest = tmp_path_factory.mktemp("clone") / "wattgpu"
+    shutil.copytree(ingested, dest, symlinks=True)
     run(["dvc", "repro"], dest, timeout=1500)
     return dest

@@ -12,9 +12,9 @@ from wattgpu import paths
 
 
 @pytest.fixture(scope="session")
-def models_dir(pipeline, tmp_path_factory) -> Path:
+def models_dir(ingested, tmp_path_factory) -> Path:
     """power/ and itl/ model folders fitted on the real Watt Counts rows (small forests: seconds)."""
-    measurements = pipeline / paths.MEASUREMENTS
+    measurements = ingested / paths.MEASUREMENTS
     from wattgpu.catalogs.gpus import load_gpu_catalog
     from wattgpu.catalogs.llms import load_llm_catalog
     from wattgpu.config import XgbParams
@@ -27,7 +27,7 @@ def models_dir(pipeline, tmp_path_factory) -> Path:
     from wattgpu.modeling.store import save_model_dir
     from wattgpu.modeling.targets import TARGETS
 
-    gpus_file, llms_file = pipeline / paths.GPU_CATALOG, pipeline / paths.LLM_CATALOG_TABLE
+    gpus_file, llms_file = ingested / paths.GPU_CATALOG, ingested / paths.LLM_CATALOG_TABLE
     rows = prepare_rows(read_table(measurements), load_gpu_catalog(gpus_file), load_llm_catalog(llms_file),
                         source="wattcounts_processed", dense_only=True, offline_batch=256)
     power = FeatureSet("power_no_idle", tuple(c for c in PAPER_POWER.numeric if c != "idle_power_ratio"),

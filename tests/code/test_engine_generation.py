@@ -26,9 +26,9 @@ REQUEST = {"gpu": "NVIDIA A100-SXM4-40GB", "llm": "meta-llama/Llama-3.1-8B-Instr
 
 
 @pytest.fixture(scope="module")
-def table(pipeline):
-    gpus, llms = load_gpu_catalog(pipeline / paths.GPU_CATALOG), load_llm_catalog(pipeline / paths.LLM_CATALOG_TABLE)
-    rows = prepare_rows(read_table(pipeline / paths.MEASUREMENTS), gpus, llms, source=None, dense_only=True,
+def table(ingested):
+    gpus, llms = load_gpu_catalog(ingested / paths.GPU_CATALOG), load_llm_catalog(ingested / paths.LLM_CATALOG_TABLE)
+    rows = prepare_rows(read_table(ingested / paths.MEASUREMENTS), gpus, llms, source=None, dense_only=True,
                         offline_batch=256)
     return target_rows(rows, "power"), gpus, llms
 

@@ -170,19 +170,19 @@ STRONG = {"n_estimators": 120, "max_depth": 4, "learning_rate": 0.1, "reg_lambda
 
 
 @pytest.fixture(scope="module")
-def setting(pipeline):
+def setting(ingested):
     """The test pipeline's params, with LOGO's outer folds one per GPU as in `make run` (the test pipeline groups
     them), and a small real power table: the first 40 rows per GPU of one source."""
     from wattgpu.config import Regime, load_params
     from wattgpu.evaluation.runner import target_rows
     from wattgpu.stages.register import catalogs, training_table
 
-    params = load_params(pipeline / "params.yaml")
+    params = load_params(ingested / "params.yaml")
     search = params.search.model_copy(update={"regimes": {**params.search.regimes, "logo": Regime(kind="logo")}})
     params = params.model_copy(update={"search": search})
     ev = params.evaluate
-    cats = catalogs(pipeline)
-    table = target_rows(training_table(pipeline, ev.source, False, ev, cats), "power")
+    cats = catalogs(ingested)
+    table = target_rows(training_table(ingested, ev.source, False, ev, cats), "power")
     return params, cats, table.groupby("gpu").head(40).reset_index(drop=True)
 
 
@@ -206,7 +206,7 @@ CODE = "code-1"  # FIXTURE code fingerprints: the stage's own (stages.register.c
 
 
 @pytest.fixture()
-def gated(pipeline, setting, tmp_path, monkeypatch):
+def gated(setting, tmp_path, monkeypatch):
     """register(hp, rows, code=CODE, rule=RULE): publish a challenger to a fresh MLflow store through the gate, as
     the register stage does; the store's client; the champion's folder."""
     from wattgpu.registry import gate
@@ -321,7 +321,7 @@ def test_a_code_change_is_compared_on_the_champions_recorded_scores(setting, gat
     assert client.get_registered_model("wattgpu-power").aliases == {"champion": 2, "challenger": 3}
 
 
-def test_the_champion_loads_as_a_pyfunc_model_and_rejects_a_bad_request(pipeline, setting, tmp_path, monkeypatch):
+def test_the_champion_loads_as_a_pyfunc_model_and_rejects_a_bad_request(setting, tmp_path, monkeypatch):
     from mlflow.exceptions import MlflowException
 
     from wattgpu.registry import gate

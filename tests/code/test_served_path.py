@@ -28,9 +28,9 @@ GPUS = ("NVIDIA A30", "NVIDIA L4", "NVIDIA H100 NVL")  # three Watt Counts GPUs:
 
 
 @pytest.fixture(scope="module")
-def table(pipeline):
-    gpus, llms = load_gpu_catalog(pipeline / paths.GPU_CATALOG), load_llm_catalog(pipeline / paths.LLM_CATALOG_TABLE)
-    rows = prepare_rows(read_table(pipeline / paths.MEASUREMENTS), gpus, llms, source="wattcounts_processed",
+def table(ingested):
+    gpus, llms = load_gpu_catalog(ingested / paths.GPU_CATALOG), load_llm_catalog(ingested / paths.LLM_CATALOG_TABLE)
+    rows = prepare_rows(read_table(ingested / paths.MEASUREMENTS), gpus, llms, source="wattcounts_processed",
                         dense_only=True, offline_batch=256)
     rows = rows[rows["gpu"].isin(GPUS)].reset_index(drop=True)
     return rows, gpus, llms

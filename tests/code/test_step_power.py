@@ -28,9 +28,9 @@ SMALL_LLM = "meta-llama/Llama-3.2-3B-Instruct"
 
 
 @pytest.fixture(scope="module")
-def fitted(pipeline):
-    gpus, llms = load_gpu_catalog(pipeline / paths.GPU_CATALOG), load_llm_catalog(pipeline / paths.LLM_CATALOG_TABLE)
-    rows = target_rows(prepare_rows(read_table(pipeline / paths.MEASUREMENTS), gpus, llms, source=None,
+def fitted(ingested):
+    gpus, llms = load_gpu_catalog(ingested / paths.GPU_CATALOG), load_llm_catalog(ingested / paths.LLM_CATALOG_TABLE)
+    rows = target_rows(prepare_rows(read_table(ingested / paths.MEASUREMENTS), gpus, llms, source=None,
                                     dense_only=False, offline_batch=256), "power")
     models = {name: make_estimator("steppower", "power", "workload", hp, seed=42).fit(rows)
               for name, hp in (("physics", PHYSICS_ONLY), ("corrected", CORRECTED))}
@@ -116,7 +116,7 @@ def test_the_power_fit_converges_and_a_fit_stopped_early_warns(fitted, monkeypat
     assert not early.converged_
 
 
-def test_a_held_out_lab_is_answered_better_than_load_scaled_tdp_with_the_latency_only_rows(pipeline):
+def test_a_held_out_lab_is_answered_better_than_load_scaled_tdp_with_the_latency_only_rows(ingested):
     """Issue 22's bar, through the served path: Watt Counts held out (LOSO), its power from the step model fitted on the
     other labs. LLM-Inference-Bench measured latency in thousands of runs and power in a few dozen; the step time
     learns from all of them (evaluation.cv.fit_fold) and the held-out lab's offline power, which follows its step time,
@@ -127,8 +127,8 @@ def test_a_held_out_lab_is_answered_better_than_load_scaled_tdp_with_the_latency
     from wattgpu.modeling.algorithms import ITL_SETTINGS
     from wattgpu.modeling.predictor import served_predictions
 
-    gpus, llms = load_gpu_catalog(pipeline / paths.GPU_CATALOG), load_llm_catalog(pipeline / paths.LLM_CATALOG_TABLE)
-    every = prepare_rows(read_table(pipeline / paths.MEASUREMENTS), gpus, llms, source=None, dense_only=False,
+    gpus, llms = load_gpu_catalog(ingested / paths.GPU_CATALOG), load_llm_catalog(ingested / paths.LLM_CATALOG_TABLE)
+    every = prepare_rows(read_table(ingested / paths.MEASUREMENTS), gpus, llms, source=None, dense_only=False,
                          offline_batch=256)
     rows, beside = target_rows(every, "power"), step_rows(every, "power")
     held = (rows["source"] == "wattcounts_processed").to_numpy()

@@ -22,9 +22,9 @@ HP = {"alpha": 30, "n_estimators": 30, "learning_rate": 0.1, "num_leaves": 7, "m
 
 
 @pytest.fixture(scope="module")
-def rows(pipeline):
-    gpus, llms = load_gpu_catalog(pipeline / paths.GPU_CATALOG), load_llm_catalog(pipeline / paths.LLM_CATALOG_TABLE)
-    table = prepare_rows(read_table(pipeline / paths.MEASUREMENTS), gpus, llms, source=None, dense_only=False,
+def rows(ingested):
+    gpus, llms = load_gpu_catalog(ingested / paths.GPU_CATALOG), load_llm_catalog(ingested / paths.LLM_CATALOG_TABLE)
+    table = prepare_rows(read_table(ingested / paths.MEASUREMENTS), gpus, llms, source=None, dense_only=False,
                          offline_batch=256)
     return target_rows(table, "itl")
 

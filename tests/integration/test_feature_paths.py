@@ -17,13 +17,13 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def table(pipeline):
+def table(ingested):
     from wattgpu.stages.register import catalogs
 
-    cats = catalogs(pipeline)
-    rows = attach_specs(read_table(paths.resolve(paths.MEASUREMENTS, pipeline)), cats.gpus, cats.llms,
+    cats = catalogs(ingested)
+    rows = attach_specs(read_table(paths.resolve(paths.MEASUREMENTS, ingested)), cats.gpus, cats.llms,
                         cats.idle_power_w)
-    return rows, load_params(pipeline / "params.yaml").evaluate.roofline_offline_batch
+    return rows, load_params(ingested / "params.yaml").evaluate.roofline_offline_batch
 
 
 def assert_same_bits(got: pd.DataFrame, want: pd.DataFrame) -> None:

@@ -36,9 +36,9 @@ def finished_trials(root: Path) -> dict[tuple[str, int], str]:
     return out
 
 
-def test_a_killed_search_resumes_without_redoing_finished_trials(pipeline, tmp_path):
-    work = clone(pipeline, tmp_path / "wattgpu")  # the shrunk params come with it
-    shutil.copytree(pipeline / "data" / "processed", work / "data" / "processed", dirs_exist_ok=True)
+def test_a_killed_search_resumes_without_redoing_finished_trials(ingested, tmp_path):
+    work = clone(ingested, tmp_path / "wattgpu")  # the shrunk params come with it
+    shutil.copytree(ingested / "data" / "processed", work / "data" / "processed", dirs_exist_ok=True)
     params = yaml.safe_load((work / "params.yaml").read_text())
     budget = params["search"]["profiles"][params["search"]["profile"]]["n_trials"]
 

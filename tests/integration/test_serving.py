@@ -36,7 +36,7 @@ BAD = {  # name: (body, the field the answer must name)
 
 
 @pytest.fixture(scope="module")
-def published(pipeline, tmp_path_factory):
+def published(ingested, tmp_path_factory):
     """Both targets' champions published to a fresh MLflow store (its URI), the way the register stage does."""
     from wattgpu.config import Regime, load_params
     from wattgpu.evaluation.runner import target_rows
@@ -49,8 +49,8 @@ def published(pipeline, tmp_path_factory):
     mp.setenv("WATTGPU_MLRUNS", str(tmp / "mlruns"))
     try:
         tracking.setup("wattgpu-test")
-        params = load_params(pipeline / "params.yaml")
-        table = training_table(pipeline, None, False, params.evaluate, catalogs(pipeline))
+        params = load_params(ingested / "params.yaml")
+        table = training_table(ingested, None, False, params.evaluate, catalogs(ingested))
         # The kind of model the search registers: the workload model on every source (src/wattgpu/modeling), the
         # ITL model first: the power model is served with it (it solves a Poisson load's requests in flight).
         hp = {"linear_scope": "arrivals", "alpha": 100.0, "n_estimators": 40, "learning_rate": 0.1, "num_leaves": 7,
@@ -62,7 +62,7 @@ def published(pipeline, tmp_path_factory):
                                    {"offline_batch": 256.0, "load_rho": dict(params.evaluate.load_rho)}, None, False)
             cand = Candidate("test", config, "logo", 5.0, 15.0)  # FIXTURE nested figures: recorded, never compared
             folds = inner_folds(rows, Regime(kind="logo"), 3, seed=0)  # calibration: GPU groups held out
-            publish(target, rows, cand, Registry(), tmp / "models" / target, catalogs(pipeline),
+            publish(target, rows, cand, Registry(), tmp / "models" / target, catalogs(ingested),
                     {"offline_batch": 256.0}, gate(target, rows, cand, params, code(), served_itl), folds)
             served_itl = config  # the power model is scored with the ITL model it is served beside
         yield tracking.tracking_uri()
