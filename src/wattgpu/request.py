@@ -59,7 +59,7 @@ import difflib
 import functools
 import io
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -643,14 +643,21 @@ def _workload(cols: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) ->
     return out
 
 
+def _stages_phrase(out: dict[str, np.ndarray]) -> Callable[[int], str]:
+    """Row i -> ' (n_gpus N / pipeline_parallel P)' where the replica has pipeline stages (how its tensor-parallel
+    size came about), else ''."""
+    n_gpus, pp = out["n_gpus"], out["pipeline_parallel"]
+    return lambda i: "" if pp[i] == 1 else f" (n_gpus {n_gpus[i]:g} / pipeline_parallel {pp[i]:g})"
+
+
 def _shape_workload(cols: dict[str, np.ndarray], out: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) -> None:
     """The replica's shape (workload.REPLICA_SHAPE) and its rules that need no LLM, into `out`: expert parallel N
     divides the tensor-parallel GPUs (at most all of them); DP attention needs two or more of them; a speculative
     method's draft tokens and accept length (defaults: workload.SPECULATIVE), given only with a method, the accept
     length more than 1 and at most draft tokens + 1."""
-    n_gpus, pp, tp = out["n_gpus"], out["pipeline_parallel"], out["tensor_parallel"]
+    n_gpus, tp = out["n_gpus"], out["tensor_parallel"]
     ep = np.where(np.isnan(cols["expert_parallel"]), 1.0, cols["expert_parallel"])
-    stages = lambda i: "" if pp[i] == 1 else f" (n_gpus {n_gpus[i]:g} / pipeline_parallel {pp[i]:g})"  # noqa: E731
+    stages = _stages_phrase(out)
     errors.add(ep > n_gpus, rows, "expert_parallel",
                lambda i: f"{ep[i]:g} is more than the replica's {n_gpus[i]:g} GPUs (n_gpus): expert parallel spreads "
                          "the experts over some or all of them")
@@ -746,17 +753,18 @@ def _replica_shape(out: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors
                              "(llm_num_experts): each GPU holds the same number of whole experts")
     # vLLM and SGLang shard attention by whole heads (workload.HEAD_SHARDED_ENGINES); DP attention runs it whole
     heads, kv = out["llm_num_attention_heads"].astype(float), out["llm_num_kv_heads"].astype(float)
-    tp, pp, n_gpus = out["tensor_parallel"], out["pipeline_parallel"], out["n_gpus"]
+    tp, stages = out["tensor_parallel"], _stages_phrase(out)
     sharded = np.isin(out["engine"], HEAD_SHARDED_ENGINES) & ~out["dp_attention"] & (tp > 1) & ~np.isnan(heads)
-    errors.add(sharded & ~splits_heads(heads, kv, tp), rows, "n_gpus",
-               lambda i: f"{tp[i]:g} tensor-parallel GPUs" + ("" if pp[i] == 1 else f" (n_gpus {n_gpus[i]:g} / "
-                         f"pipeline_parallel {pp[i]:g})") + f" do not split {out['llm'][i]!r}'s {heads[i]:g} "
-                         f"attention heads" + ("" if np.isnan(kv[i]) or kv[i] == heads[i] else f" and {kv[i]:g} KV "
-                         "heads") + f" evenly: {out['engine'][i]} shards attention by whole heads (each GPU the "
-                         "same number of query heads, and of KV heads or of copies of one) and refuses it at "
-                         "start-up; tensor-parallel sizes it accepts: " + ", ".join(
-                             map(str, head_split_sizes(heads[i], kv[i]))) + " (pipeline_parallel stages for more "
-                         "GPUs, or dp_attention)")
+
+    def unsplit(i: int) -> str:
+        kv_heads = "" if np.isnan(kv[i]) or kv[i] == heads[i] else f" and {kv[i]:g} KV heads"
+        sizes = ", ".join(map(str, head_split_sizes(heads[i], kv[i])))
+        return (f"{tp[i]:g} tensor-parallel GPUs{stages(i)} do not split {out['llm'][i]!r}'s {heads[i]:g} attention "
+                f"heads{kv_heads} evenly: {out['engine'][i]} shards attention by whole heads (each GPU the same number "
+                f"of query heads, and of KV heads or of copies of one) and refuses it at start-up; tensor-parallel "
+                f"sizes it accepts: {sizes} (pipeline_parallel stages for more GPUs, or dp_attention)")
+
+    errors.add(sharded & ~splits_heads(heads, kv, tp), rows, "n_gpus", unsplit)
 
 
 def _offline_concurrency(out: dict[str, np.ndarray]) -> None:
