@@ -23,7 +23,7 @@ from wattgpu.reporting import console, readme
 from wattgpu.stages.worker_cli import search_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0],
-                  pretty_exceptions_show_locals=False)
+                  pretty_exceptions_show_locals=False, context_settings={"token_normalize_func": resolve.engine_flag})
 catalog_app = typer.Typer(no_args_is_help=True, help="GPU and LLM catalogs: list, show, add.")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(search_app, name="search")

@@ -9,6 +9,7 @@ power without the idle-power feature, which only measured GPUs have), and the pi
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -311,6 +312,22 @@ def test_recommend_more_gpus_per_replica_lets_a_big_model_fit(env):
 def test_expected_errors_are_clean(env, args, fragments):
     (env / "x.yaml").write_text("tdp_w: 1\n")
     assert_clean_error(run(*args), *fragments)
+
+
+@pytest.mark.parametrize("flag, meant", [("--tensor-parallel", "--gpus-per-replica"), ("-tp", "--gpus-per-replica"),
+                                         ("--pipeline-parallel-size", "--pipeline-parallel"),
+                                         ("--max-num-seqs", "--concurrency"), ("--request-rate", "--rate"),
+                                         ("--kv-cache-dtype", "--kv-precision")])
+def test_an_engines_flag_is_told_the_option_that_says_it(flag, meant, monkeypatch):
+    """vLLM's and SGLang's flags a planner carries over get the option of ours that means the same, not click's
+    nearest spelling (--expert-parallel for --tensor-parallel); our own misspelt flag still gets click's."""
+    monkeypatch.setenv("COLUMNS", "300")  # the error box on one line
+    for command in ("predict", "recommend"):
+        result = run(command, "--llm", LLAMA, flag, "8")
+        assert_clean_error(result, f"'--{flag.lstrip('-')}'", "no such option")
+        text = result.stderr or result.output
+        assert re.search(f"did you mean {meant}[ :]", text) and "Possible options" not in text, text
+    assert_clean_error(run("predict", "--gpus-per-replca", "2"), "--gpus-per-replica")
 
 
 def test_spec_file_errors_name_the_field(env):
