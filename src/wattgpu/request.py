@@ -74,12 +74,14 @@ from wattgpu.catalogs.base import normalize_name
 from wattgpu.errors import UnknownNameError, WattgpuError, shown
 from wattgpu.features import GPU_FIELDS, LLM_FIELDS, kv_bytes_per_sequence, replica_fit_ratio
 from wattgpu.workload import (
+    BODY_WORDS,
     CURRENT_RELEASES,
     DEFAULT_ENGINE,
     DEFAULT_ENGINE_VERSION,
     DEFAULTS,
     ENGINE_PROXIES,
     ENGINES,
+    FIELD_OPTIONS,
     HEAD_SHARDED_ENGINES,
     KV_PRECISIONS,
     PRECISION_BYTES,
@@ -210,27 +212,17 @@ def _also_rows(others: list[RowError]) -> str:
     return f" (also row{'s' if len(rows) > 1 else ''} {', '.join(runs)})"
 
 
-# Names a user may carry over from the command line's flags or from an engine's settings, and the field that says it
-# (difflib cannot see these: the words differ).
-FIELD_SYNONYMS = {
-    "gpus_per_replica": ("n_gpus", "the command line's --gpus-per-replica"),
-    "tensor_parallel": ("n_gpus", "tensor x pipeline parallel GPUs of one replica; pipeline_parallel for the stages"),
-    "rate": ("request_rate_per_s", "the command line's --rate, Poisson requests per second"),
-    "max_num_seqs": ("concurrency", "requests in flight; the engine's max_num_seqs caps those a decode step runs"),
-    "batch_size": ("concurrency", "requests in flight (a closed batch)"),
-}
-
-
 @functools.lru_cache(maxsize=1024)
 def _unknown_field(name: str) -> str:
-    """What an unknown field is told: the field a flag or engine setting of that name is (FIELD_SYNONYMS, also when
-    misspelt: `tensor_paralel` is tensor_parallel's n_gpus, not pipeline_parallel), else the nearest field's name."""
+    """What an unknown field is told: the field a flag or engine setting of that name is (workload.BODY_WORDS, also
+    when misspelt: `tensor_paralel` is tensor_parallel's n_gpus, not pipeline_parallel), else the nearest field's
+    name."""
     said = name.strip().lower().replace("-", "_")
-    words = sorted({*KNOWN_FIELDS, *FIELD_SYNONYMS})
+    words = sorted({*KNOWN_FIELDS, *BODY_WORDS})
     close = difflib.get_close_matches(said, words, n=1, cutoff=0.6) if len(name) <= 100 else []
-    synonym = FIELD_SYNONYMS.get(said) or (FIELD_SYNONYMS.get(close[0]) if close else None)
-    if synonym:
-        return f"unknown field; did you mean {synonym[0]!r} ({synonym[1]})?"
+    field = BODY_WORDS.get(said) or (BODY_WORDS.get(close[0]) if close else None)
+    if field:
+        return f"unknown field; did you mean {field!r} ({FIELD_OPTIONS[field][1]})?"
     if close:
         return f"unknown field; did you mean {close[0]!r}?"
     return f"unknown field; allowed: {', '.join(sorted(KNOWN_FIELDS))}"

@@ -123,6 +123,51 @@ SHAPE_HELP = {
                               f"{m} {a:g}" for m, (_, a) in SPECULATIVE.items()) + ")",
 }
 
+# Words a planner carries over from an engine's or its benchmark's settings (vLLM, SGLang), or from the command line
+# to a request body and back, and the field that says each here. No string distance links them (difflib offers
+# expert_parallel for tensor_parallel, click --expert-parallel), so each is told by name: a request body the field
+# (request's unknown-field message), the command line the option (planning.resolve.engine_flag).
+# Field -> (the command line's option, what it is).
+FIELD_OPTIONS: dict[str, tuple[str, str]] = {
+    "n_gpus": ("--gpus-per-replica N", "GPUs per replica: tensor x pipeline parallel"),
+    "pipeline_parallel": ("--pipeline-parallel P", "the replica's pipeline stages"),
+    "expert_parallel": ("--expert-parallel N", "the GPUs a mixture of experts' routed experts are spread over"),
+    "dp_attention": ("--dp-attention", "attention data-parallel over the replica's GPUs"),
+    "concurrency": ("--concurrency N", "requests in flight (an engine's max_num_seqs caps those a step runs)"),
+    "request_rate_per_s": ("--rate R", "Poisson requests per second"),
+    "prompt_tokens": ("--prompt-tokens N", "mean prompt tokens"),
+    "output_tokens": ("--output-tokens N", "mean output tokens"),
+    "precision": ("--precision", "the weights' precision"),
+    "kv_precision": ("--kv-precision", "the KV cache's precision"),
+    "speculative": ("--speculative METHOD", f"speculative decoding: {' | '.join(SPECULATIVE)}"),
+}
+# An engine's word -> the field (snake case; a flag's dashes read the same).
+ENGINE_WORDS: dict[str, str] = {
+    **dict.fromkeys(("tensor_parallel", "tensor_parallel_size", "tp", "tp_size", "num_gpus"), "n_gpus"),
+    **dict.fromkeys(("pipeline_parallel_size", "pp", "pp_size"), "pipeline_parallel"),
+    **dict.fromkeys(("ep", "ep_size", "expert_parallel_size", "enable_expert_parallel"), "expert_parallel"),
+    **dict.fromkeys(("enable_dp_attention", "dp_size"), "dp_attention"),
+    **dict.fromkeys(("max_num_seqs", "max_concurrency", "batch_size", "max_batch_size"), "concurrency"),
+    "request_rate": "request_rate_per_s",
+    **dict.fromkeys(("input_len", "input_tokens", "prompt_len"), "prompt_tokens"),
+    **dict.fromkeys(("output_len", "max_tokens"), "output_tokens"),
+    **dict.fromkeys(("dtype", "quantization"), "precision"),
+    "kv_cache_dtype": "kv_precision",
+    "speculative_algorithm": "speculative",
+}
+
+
+def _option_word(field: str) -> str:
+    """'n_gpus' -> 'gpus_per_replica': its option's name in snake case."""
+    return FIELD_OPTIONS[field][0].split()[0].lstrip("-").replace("-", "_")
+
+
+# What a request body's unknown field and the command line's option name are read as: the engines' words, and the
+# other side's names (a body's `gpus_per_replica` or `rate`; the command line's --n-gpus or --request-rate-per-s).
+BODY_WORDS = {**ENGINE_WORDS, **{_option_word(f): f for f in FIELD_OPTIONS if _option_word(f) != f}}
+FLAG_WORDS = {**ENGINE_WORDS, **{f: f for f in FIELD_OPTIONS if _option_word(f) != f}}
+
+
 
 def default_kv_precision(precision: str) -> str:
     """The KV cache's precision a request gets unless it names one: the weights' 16-bit type (fp16 for fp16 weights,

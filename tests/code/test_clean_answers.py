@@ -380,7 +380,10 @@ def test_an_error_on_many_rows_is_said_once_with_its_rows_and_each_row_keeps_its
                                          ("tensor_parallel", "n_gpus"), ("rate", "request_rate_per_s"),
                                          ("max_num_seqs", "concurrency"), ("batch_size", "concurrency"),
                                          ("tensor_paralel", "n_gpus"), ("Tensor-Parallel", "n_gpus"),
-                                         ("max_num_seq", "concurrency")])
+                                         ("max_num_seq", "concurrency"), ("tensor_parallel_size", "n_gpus"),
+                                         ("tp", "n_gpus"), ("kv_cache_dtype", "kv_precision"),
+                                         ("input_len", "prompt_tokens"), ("dtype", "precision"),
+                                         ("enable_expert_parallel", "expert_parallel")])
 def test_a_flag_or_engine_setting_name_is_pointed_to_the_field_that_says_it(name, field):
     """Words no string distance links (difflib offers nothing or a wrong field, e.g. expert_parallel for
     tensor_parallel; pipeline_parallel for a misspelt tensor_paralel): the command line's flag names and the engines'

@@ -317,7 +317,8 @@ def test_expected_errors_are_clean(env, args, fragments):
 @pytest.mark.parametrize("flag, meant", [("--tensor-parallel", "--gpus-per-replica"), ("-tp", "--gpus-per-replica"),
                                          ("--pipeline-parallel-size", "--pipeline-parallel"),
                                          ("--max-num-seqs", "--concurrency"), ("--request-rate", "--rate"),
-                                         ("--kv-cache-dtype", "--kv-precision")])
+                                         ("--kv-cache-dtype", "--kv-precision"), ("--n-gpus", "--gpus-per-replica"),
+                                         ("--max-tokens", "--output-tokens"), ("--request-rate-per-s", "--rate")])
 def test_an_engines_flag_is_told_the_option_that_says_it(flag, meant, monkeypatch):
     """vLLM's and SGLang's flags a planner carries over get the option of ours that means the same, not click's
     nearest spelling (--expert-parallel for --tensor-parallel); our own misspelt flag still gets click's."""
@@ -328,6 +329,24 @@ def test_an_engines_flag_is_told_the_option_that_says_it(flag, meant, monkeypatc
         text = result.stderr or result.output
         assert re.search(f"did you mean {meant}[ :]", text) and "Possible options" not in text, text
     assert_clean_error(run("predict", "--gpus-per-replca", "2"), "--gpus-per-replica")
+
+
+def test_no_engine_word_hides_an_option_of_ours():
+    """The words told as another option (workload.FLAG_WORDS) are no option of any command: click normalizes every
+    option name through them, ours included."""
+    import typer
+
+    from wattgpu.workload import FLAG_WORDS
+
+    def options(command):
+        for param in command.params:
+            yield from (o.lstrip("-").replace("-", "_") for o in param.opts if o.startswith("-"))
+        for sub in getattr(command, "commands", {}).values():
+            yield from options(sub)
+
+    ours = set(options(typer.main.get_command(app)))
+    assert {"gpus_per_replica", "rate", "concurrency", "pipeline_parallel"} <= ours  # the walk reaches the options
+    assert not ours & set(FLAG_WORDS), ours & set(FLAG_WORDS)
 
 
 def test_spec_file_errors_name_the_field(env):

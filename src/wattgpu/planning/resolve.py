@@ -14,39 +14,22 @@ from wattgpu.catalogs.gpus import GpuCatalog, load_gpu_catalog
 from wattgpu.catalogs.llms import LlmCatalog, llm_spec_from_hf_config, load_llm_catalog, unique_keys
 from wattgpu.errors import CatalogError, UnknownNameError, WattgpuError
 from wattgpu.request import spec_problems
+from wattgpu.workload import FIELD_OPTIONS, FLAG_WORDS
 
 CATALOG_ONLY_FIELDS = ("key", "display_name", "aliases", "source_urls", "source_url", "notes")
-
-# Flags of an engine's or its benchmark's command line (vLLM, SGLang) that a planner carries over, and the option of
-# ours that says it: click's own suggestion is the nearest spelling (--expert-parallel for --tensor-parallel), which
-# means something else. The HTTP and batch field names' counterpart: request.FIELD_SYNONYMS.
-_REPLICA_GPUS = "--gpus-per-replica N: GPUs per replica, tensor x pipeline parallel (--pipeline-parallel P: its stages)"
-ENGINE_FLAGS = {
-    **dict.fromkeys(("tensor-parallel", "tensor-parallel-size", "tp", "tp-size", "n-gpus", "num-gpus"), _REPLICA_GPUS),
-    **dict.fromkeys(("pipeline-parallel-size", "pp", "pp-size"), "--pipeline-parallel P: the replica's stages"),
-    **dict.fromkeys(("ep", "ep-size", "expert-parallel-size", "enable-expert-parallel"),
-                    "--expert-parallel N: the GPUs a mixture of experts' routed experts are spread over"),
-    **dict.fromkeys(("enable-dp-attention", "dp-size"), "--dp-attention: attention data-parallel over the GPUs"),
-    **dict.fromkeys(("max-num-seqs", "max-concurrency", "batch-size", "max-batch-size"),
-                    "--concurrency N: requests in flight (an engine's max_num_seqs caps those a decode step runs)"),
-    "request-rate": "--rate R: Poisson requests per second",
-    **dict.fromkeys(("input-len", "input-tokens", "prompt-len"), "--prompt-tokens N: mean prompt tokens"),
-    **dict.fromkeys(("output-len", "max-tokens"), "--output-tokens N: mean output tokens"),
-    **dict.fromkeys(("dtype", "quantization"), "--precision: the weights' precision"),
-    "kv-cache-dtype": "--kv-precision: the KV cache's precision",
-    "speculative-algorithm": "--speculative METHOD: mtp | eagle | ngram",
-}
 
 
 def engine_flag(token: str) -> str:
     """The command line's token normalization (click applies it to every option name, ours included, as it parses):
-    the name unchanged, but an engine's flag (ENGINE_FLAGS) is a usage error naming the option that says it here."""
-    meaning = ENGINE_FLAGS.get(token.lower().replace("_", "-"))
-    if meaning is None:
+    the name unchanged, but an engine's flag or a request body's field name (workload.FLAG_WORDS) is a usage error
+    naming the option that says it here."""
+    field = FLAG_WORDS.get(token.lower().replace("-", "_"))
+    if field is None:
         return token
     from typer import BadParameter  # the command line's usage error (only the CLI parses flags)
 
-    raise BadParameter(f"wattgpu has no such option; did you mean {meaning}?", param_hint=f"'--{token}'")
+    option, meaning = FIELD_OPTIONS[field]
+    raise BadParameter(f"wattgpu has no such option; did you mean {option}: {meaning}?", param_hint=f"'--{token}'")
 
 
 def project_gpus() -> GpuCatalog:
