@@ -12,6 +12,7 @@ how a candidate transfers, not the nested figures of `dvc repro` (reports/search
     python scripts/transfer_check.py --target itl [--regimes loso logo lopo] [--by gpu]
     python scripts/transfer_check.py --target itl --regimes loso --by engine   # where a held-out lab's ITL misses
     python scripts/transfer_check.py --target itl --regimes loso --by tensor_parallel  # multi-GPU rows apart
+    python scripts/transfer_check.py --target itl --regimes loso --by gpu --ratio  # which way: too slow or too fast
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def first_trial(params, algorithm: str, trial: int = 0) -> tuple[str, dict]:
 
 def mdape(y: np.ndarray, pred: np.ndarray) -> float:
     return float(100 * np.median(np.abs(pred / y - 1)))
+
+
+def median_ratio(y: np.ndarray, pred: np.ndarray) -> float:
+    """The median of predicted / measured: above 1 too high (power) or too slow (ITL), below 1 the other way."""
+    return float(np.median(pred / y))
 
 
 def held_out(rows: pd.DataFrame, regime: str, root) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -79,6 +85,8 @@ def main() -> None:
     parser.add_argument("--by", default="source", choices=["source", "gpu", "engine", "tensor_parallel"],
                         help="the table's columns: MdAPE per source (default), per GPU, per engine family or per "
                              "tensor-parallel degree")
+    parser.add_argument("--ratio", action="store_true",
+                        help="the median of predicted / measured per cell instead of MdAPE (which way a group misses)")
     parser.add_argument("--no-step-rows", action="store_true",
                         help="steppower's step time from the power rows only (as before the latency-only rows joined)")
     args = parser.parse_args()
@@ -114,14 +122,17 @@ def main() -> None:
             pred["baseline: 0.9 x TDP"] = baselines.tdp90(target)
         else:
             pred["baseline: decode-step physics"] = physics_itl_as_served(target)
+        score = median_ratio if args.ratio else mdape
         for name, p in pred.items():
-            cells = {s: mdape(y[at], p[at]) if (at := tested & (target[args.by] == s).to_numpy()).any() else np.nan
+            cells = {s: score(y[at], p[at]) if (at := tested & (target[args.by] == s).to_numpy()).any() else np.nan
                      for s in sorted(target[args.by].unique())}
-            table.append({"regime": regime.upper(), "model": name, **cells, "all rows": mdape(y[tested], p[tested])})
+            table.append({"regime": regime.upper(), "model": name, **cells, "all rows": score(y[tested], p[tested])})
     out = pd.DataFrame(table)
-    print(f"{args.target} MdAPE % (first-trial settings, served path):")
-    print(out.set_index(["regime", "model"]).T.to_string(float_format=lambda v: f"{v:.1f}") if args.by == "gpu"
-          else out.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    shown = "median predicted / measured" if args.ratio else "MdAPE %"
+    digits = (lambda v: f"{v:.2f}") if args.ratio else (lambda v: f"{v:.1f}")
+    print(f"{args.target} {shown} (first-trial settings, served path):")
+    print(out.set_index(["regime", "model"]).T.to_string(float_format=digits) if args.by == "gpu"
+          else out.to_string(index=False, float_format=digits))
 
 
 if __name__ == "__main__":
