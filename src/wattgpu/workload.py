@@ -168,7 +168,6 @@ BODY_WORDS = {**ENGINE_WORDS, **{_option_word(f): f for f in FIELD_OPTIONS if _o
 FLAG_WORDS = {**ENGINE_WORDS, **{f: f for f in FIELD_OPTIONS if _option_word(f) != f}}
 
 
-
 def default_kv_precision(precision: str) -> str:
     """The KV cache's precision a request gets unless it names one: the weights' 16-bit type (fp16 for fp16 weights,
     else bf16). Quantised weights keep a 16-bit KV cache (vLLM's and SGLang's kv_cache_dtype `auto`)."""

@@ -333,10 +333,11 @@ def test_an_engines_flag_is_told_the_option_that_says_it(flag, meant, monkeypatc
 
 def test_no_engine_word_hides_an_option_of_ours():
     """The words told as another option (workload.FLAG_WORDS) are no option of any command: click normalizes every
-    option name through them, ours included."""
+    option name through them, ours included. And every option the table points to (workload.FIELD_OPTIONS, written
+    beside the commands' own definitions) is one of ours: a renamed option cannot leave the table pointing nowhere."""
     import typer
 
-    from wattgpu.workload import FLAG_WORDS
+    from wattgpu.workload import FIELD_OPTIONS, FLAG_WORDS
 
     def options(command):
         for param in command.params:
@@ -347,6 +348,8 @@ def test_no_engine_word_hides_an_option_of_ours():
     ours = set(options(typer.main.get_command(app)))
     assert {"gpus_per_replica", "rate", "concurrency", "pipeline_parallel"} <= ours  # the walk reaches the options
     assert not ours & set(FLAG_WORDS), ours & set(FLAG_WORDS)
+    pointed = {option.split()[0].lstrip("-").replace("-", "_") for option, _ in FIELD_OPTIONS.values()}
+    assert pointed <= ours, pointed - ours
 
 
 def test_spec_file_errors_name_the_field(env):
