@@ -90,6 +90,7 @@ from wattgpu.workload import (
     SPECULATIVE,
     SPECULATIVE_CHOICES,
     default_kv_precision,
+    engine_in_version,
     head_split_sizes,
     measured_engine,
     nearest_load,
@@ -621,6 +622,7 @@ def _workload(cols: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) ->
     out["precision"] = np.where(pd.notna(cols["precision"]), cols["precision"], "").astype(object)  # "": the LLM's
     for k in ("expert_precision", "kv_precision"):  # "": the default, set once the weights' precision is known
         out[k] = np.where(pd.notna(cols[k]), cols[k], "").astype(object)
+    _engine_in_version(cols, rows, errors)
     out["engine"] = np.where(pd.notna(cols["engine"]), cols["engine"], DEFAULT_ENGINE).astype(object)
     version = cols["engine_version"]
     parsed = {v: version_number(v) for v in set(version) if v is not None}
@@ -633,6 +635,28 @@ def _workload(cols: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) ->
     out["level"] = np.where(np.isnan(cols["level"]), fields.DEFAULT_INTERVAL_LEVEL, cols["level"])
     _shape_workload(cols, out, rows, errors)
     return out
+
+
+def _engine_in_version(cols: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) -> None:
+    """An `engine_version` may name its engine first, as the CLI's help writes releases ('vllm 0.11.0'): the engine word
+    is taken off the version, sets `engine` where the request leaves it out, and is an error where it is no engine or
+    another engine than `engine` (never read as a release of the wrong engine)."""
+    version, engine = cols["engine_version"], cols["engine"]
+    split = {v: engine_in_version(v) for v in set(version) if v is not None}
+    word, bare = (np.array([split[v][j] if v is not None else None for v in version], dtype=object) for j in (0, 1))
+    named = pd.notna(word)
+    if not named.any():
+        return
+    known = named & np.isin(word, ENGINES)
+    errors.add(named & ~known, rows, "engine_version",
+               lambda i: f"{shown(version[i])}: {word[i]!r} is not an engine ({', '.join(ENGINES)}); give the "
+                         f"release alone, e.g. {bare[i]!r}, and the engine as `engine`")
+    other = known & pd.notna(engine) & np.isin(engine, ENGINES) & (word != engine)
+    errors.add(other, rows, "engine_version",
+               lambda i: f"{shown(version[i])} is a release of {word[i]}, but engine is {engine[i]!r}: give "
+                         f"{bare[i]!r} alone for {engine[i]}, or engine {word[i]!r}")
+    cols["engine"] = np.where(known & pd.isna(engine), word, engine)
+    cols["engine_version"] = np.where(named, bare, version)
 
 
 def _stages_phrase(out: dict[str, np.ndarray]) -> Callable[[int], str]:

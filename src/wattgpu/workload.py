@@ -201,6 +201,14 @@ def version_number(version: str) -> float:
     return float(numbers[0] * 10**4 + numbers[1] * 100 + numbers[2])
 
 
+def engine_in_version(version: str) -> tuple[str | None, str]:
+    """'vllm 0.11.0' -> ('vllm', '0.11.0'), '0.11' -> (None, '0.11'): the engine a release may be written after, as
+    the CLI's help writes releases (lower-cased, not checked: request.validate says when it is no engine, or
+    another than the request's `engine`)."""
+    words = str(version).split()
+    return (" ".join(words[:-1]).lower(), words[-1]) if len(words) > 1 else (None, str(version))
+
+
 # Engine generations: releases that changed how an engine schedules and runs a decode step, in release order, each
 # (first version, name). A version belongs to the last generation whose first version it reaches; an engine not
 # listed has one generation. The generation, not the version number, is what the models learn: a version number
@@ -322,6 +330,11 @@ def filled(w: Mapping[str, Any]) -> dict[str, Any]:
                and isinstance(v, str) else v) for k, v in out.items()}
     out.setdefault("expert_precision", out["precision"])
     out.setdefault("kv_precision", default_kv_precision(out["precision"]))
+    word, out["engine_version"] = engine_in_version(out["engine_version"]) if out.get("engine_version") else (None, "")
+    if word and not w.get("engine"):
+        out["engine"] = word
+    if not out["engine_version"]:
+        del out["engine_version"]
     if "engine_version" not in out and out["engine"] == DEFAULT_ENGINE:
         out["engine_version"] = DEFAULT_ENGINE_VERSION
     elif "engine_version" not in out and out["engine"] in ENGINE_PROXIES:

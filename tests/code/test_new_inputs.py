@@ -23,6 +23,7 @@ from wattgpu.cli import app
 from wattgpu.features import WORKLOAD_ITL, WORKLOAD_POWER, engineer
 from wattgpu.modeling import coverage
 from wattgpu.modeling.estimator import as_measured_release
+from wattgpu.modeling.intervals import Calibration
 from wattgpu.planning import service
 from wattgpu.request import RequestError, check_workload, validate_batch
 from wattgpu.serving.pyfunc import as_requests, request_fields
@@ -223,6 +224,39 @@ def test_sglang_is_answered_never_refused_with_the_extrapolation_flagged():
     notes = coverage.outside(coverage.request_values(r), ranges)
     assert notes == [note + " (continuous batching, paged (radix) KV cache, CUDA graphs)"]
     assert coverage.outside_mask(rows({**DENSE, "engine": "sglang"}, DENSE), ranges).tolist() == [True, False]
+
+
+@pytest.mark.parametrize("given,engine,release", [
+    ({"engine_version": "vllm 0.11.0"}, "vllm", "0.11.0"),  # the CLI's help writes releases after their engine
+    ({"engine_version": "SGLang 0.5.21"}, "sglang", "0.5.21"),  # the engine word sets an engine left out
+    ({"engine": "tensorrt-llm", "engine_version": "TensorRT-LLM 1.2.1"}, "tensorrt-llm", "1.2.1"),
+    ({"engine": "vllm", "engine_version": "0.11"}, "vllm", "0.11"),
+])
+def test_a_release_written_after_its_engine_is_read_as_that_engines(given, engine, release):
+    r = rows({**DENSE, **given})
+    assert (r["engine"].iloc[0], r["engine_version"].iloc[0]) == (engine, release)
+    assert f"per replica, {engine} {release}, bf16" in workload.describe({**DENSE, **given})  # the answer's line
+
+
+@pytest.mark.parametrize("given,words", [
+    ({"engine": "vllm", "engine_version": "sglang 0.5.21"}, ("a release of sglang", "engine is 'vllm'")),
+    ({"engine_version": "foo 0.11"}, ("'foo' is not an engine", "give the release alone, e.g. '0.11'")),
+])
+def test_a_release_of_another_or_of_no_engine_is_an_error_naming_engine_version(given, words):
+    errors = validate_batch([DENSE, {**DENSE, **given}], GPUS, CATALOG).errors  # never read as the wrong engine's
+    assert [(e.row, e.field) for e in errors] == [(1, "engine_version")]
+    assert all(w in str(errors[0]) for w in words), str(errors[0])
+
+
+def test_an_engine_no_source_measured_is_banded_as_the_family_answering_it():
+    # FIXTURE calibration scores: vLLM's closed batches (group 2) miss 10 x more than other engines' (group 3)
+    rng = np.random.default_rng(0)
+    scores = np.r_[rng.normal(0, 0.5, 200), rng.normal(0, 0.05, 200)]
+    cal = Calibration(scores, np.repeat([2, 3], 200), np.zeros(400, bool))
+    out = fixture_predictor(calibration={"power": cal, "itl": cal}).predict(
+        [{**DENSE, "engine": "sglang"}, {**DENSE, "engine_version": "0.14.1"}, {**DENSE, "engine": "llama.cpp"}])
+    width = ((out["itl_s_hi"] - out["itl_s_lo"]) / out["itl_s"]).to_numpy()
+    assert width[0] == pytest.approx(width[1]) and width[2] < width[1] / 3  # answered as vLLM: never narrower
 
 
 def test_current_engine_releases_are_answered_as_measured_generations_and_flagged():

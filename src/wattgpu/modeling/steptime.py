@@ -200,11 +200,11 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
 
             def matvec(v):
                 v = np.ravel(v)
-                return np.r_[np.einsum("ik,ik->i", share, z1 @ v.reshape(k, d).T), penalty * v]
+                return np.concatenate((np.einsum("ik,ik->i", share, z1 @ v.reshape(k, d).T), penalty * v))
 
             def rmatvec(u):
                 u = np.ravel(u)
-                return (share.T @ (z1 * u[:n, None])).ravel() + penalty * u[n:]
+                return ((share * u[:n, None]).T @ z1).ravel() + penalty * u[n:]  # weighs k columns, not d
 
             return LinearOperator((n + k * d, k * d), matvec=matvec, rmatvec=rmatvec, dtype=float)
 
