@@ -29,9 +29,11 @@ run: data
 	$(BIN)/wattgpu data-report
 	$(BIN)/wattgpu results
 
-## Install and run every test (code, data, integration, and the planner page's tests in the system Chromium).
+## Install and run every test (code, data, integration, and the planner page's tests in the system Chromium), in
+## TEST_PROCS processes (pytest-xdist; the test pipeline is built once, by one of them, while the others test).
+TEST_PROCS ?= 2
 test: data browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_PROCS) --dist loadgroup
 
 ## The inner loop: unit and property tests only (no raw data, no pipeline, no server), in about a minute.
 test-fast: setup

@@ -21,6 +21,7 @@ from pathlib import Path
 import requests
 
 BIN = Path(sys.executable).parent  # this environment's executables (wattgpu, mlflow, dvc)
+PORT_TRIES = 3  # starts on a new free port when another process took the last one first
 
 
 def env() -> dict[str, str]:
@@ -69,6 +70,16 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Server:
+        """Start on a free port and wait for /ping. A port another process took between free_port and the server's
+        bind (tests run in parallel processes) is retried on a new one, PORT_TRIES times at most."""
+        for attempt in range(1, PORT_TRIES + 1):
+            try:
+                return self._start_once()
+            except RuntimeError as exc:
+                if attempt == PORT_TRIES or "address already in use" not in str(exc).lower():
+                    raise
+
+    def _start_once(self) -> Server:
         self.port = free_port()
         self.log = tempfile.NamedTemporaryFile("w+", prefix="wattgpu-serve-", suffix=".log", delete=False)
         # `mlflow models serve` starts uvicorn from PATH: the environment's own bin folder goes first.
@@ -79,8 +90,9 @@ class Server:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"`{' '.join(self.command()[:4])}` exited with {self.proc.returncode}:\n"
-                                   f"{self.log_tail()}")
+                tail = self.log_tail()
+                self._drop_log()
+                raise RuntimeError(f"`{' '.join(self.command()[:4])}` exited with {self.proc.returncode}:\n{tail}")
             try:
                 if self.session.get(f"{self.url}/ping", timeout=1).status_code == 200:
                     return self
@@ -129,11 +141,14 @@ class Server:
     def __enter__(self) -> Server:
         return self.start()
 
+    def _drop_log(self) -> None:
+        self.log.close()
+        Path(self.log.name).unlink(missing_ok=True)
+
     def __exit__(self, *exc) -> None:
         self.stop()
         self.session.close()
-        self.log.close()
-        Path(self.log.name).unlink(missing_ok=True)
+        self._drop_log()
 
 
 class PageServer(Server):

@@ -7,12 +7,17 @@ Nothing skips: a test that needs the measurement table, models or reports gets t
 Two clones: `ingested` stops after the measurement table (`dvc repro ingest`: seconds) and is never written to again,
 for the tests that read only the table or the catalogs (run alone, they start in seconds, not after the whole
 pipeline); `pipeline` is a copy of it on which the rest of `dvc repro` runs, once, when a test first needs it.
+
+`make test` runs the tests in two processes (pytest-xdist): each clone is built once for the whole session, by the
+first process that needs it (the others wait for it). Both clones are read-only to the tests; a test that runs a
+stage or DVC in one works on its own copy (`pipeline_copy`).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,6 +68,8 @@ def shrink(p: dict) -> None:
             regime["n_splits"] = 2
         if regime["kind"] == "lopo":
             regime["max_pairs"] = 3
+        if regime["kind"] == "lolo":
+            regime["groups"] = 3  # 3 folds of LLMs, not one per LLM: evaluate@lolo was its slowest regime
     ev["replica"]["power"]["n_estimators"] = 15
     ev["replica"]["itl"]["n_estimators"] = 15
     p["search"]["profile"] = "smoke"
@@ -89,6 +96,34 @@ def _reused() -> Path | None:
     return Path(reuse) if reuse else None
 
 
+def _shared(tmp_path_factory) -> Path:
+    """The folder every process of this test session shares: under pytest-xdist, the parent of the workers' own
+    base folders; in a single process, its base folder."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _built_once(folder: Path, build: Callable[[Path], None]) -> Path:
+    """`folder`/wattgpu, made by `build(path)` in the first process of the session that asks (a file lock keeps
+    the others waiting until it is done), then reused; a failed build is reported by every process that asks
+    afterwards, not built again."""
+    from filelock import FileLock
+
+    dest, done, failed = folder / "wattgpu", folder / "done", folder / "failed"
+    folder.mkdir(parents=True, exist_ok=True)
+    with FileLock(folder / "build.lock"):
+        if failed.exists():
+            pytest.fail(f"{folder.name}: another test process's build failed:\n{failed.read_text()}")
+        if not done.exists():
+            try:
+                build(dest)
+            except BaseException as exc:
+                failed.write_text(f"{type(exc).__name__}: {str(exc)[-4000:]}")
+                raise
+            done.touch()
+    return dest
+
+
 @pytest.fixture(scope="session")
 def ingested(root, raw_dir, tmp_path_factory) -> Path:
     """A clone of this project (with uncommitted work) on shrunk params after the real `dvc repro ingest` (catalog and
@@ -97,21 +132,40 @@ def ingested(root, raw_dir, tmp_path_factory) -> Path:
 
     if reused := _reused():
         return reused
-    dest = clone(root, tmp_path_factory.mktemp("ingested") / "wattgpu")
-    shrink_params(dest / "params.yaml", shrink)
-    run(["dvc", "pull", "-q", *sorted(str(p.relative_to(dest)) for p in (dest / "data/raw").glob("*.dvc"))], dest)
-    run(["dvc", "repro", "ingest"], dest)
-    return dest
+
+    def build(dest: Path) -> None:
+        clone(root, dest)
+        shrink_params(dest / "params.yaml", shrink)
+        run(["dvc", "pull", "-q", *sorted(str(p.relative_to(dest)) for p in (dest / "data/raw").glob("*.dvc"))], dest)
+        run(["dvc", "repro", "ingest"], dest)
+
+    return _built_once(_shared(tmp_path_factory) / "ingested", build)
 
 
 @pytest.fixture(scope="session")
 def pipeline(ingested, tmp_path_factory) -> Path:
-    """A copy of the `ingested` clone after the real `dvc repro` on shrunk params (every stage)."""
+    """A copy of the `ingested` clone after the real `dvc repro` on shrunk params (every stage). Read-only to the
+    tests (others read it at the same time): to run a stage or DVC in it, take `pipeline_copy`."""
     from tests.integration.helpers import run
 
     if _reused():
         return ingested
-    dest = tmp_path_factory.mktemp("clone") / "wattgpu"
-    shutil.copytree(ingested, dest, symlinks=True)
-    run(["dvc", "repro"], dest, timeout=1500)
+
+    def build(dest: Path) -> None:
+        shutil.copytree(ingested, dest, symlinks=True)
+        run(["dvc", "repro"], dest, timeout=1500)
+
+    return _built_once(_shared(tmp_path_factory) / "clone", build)
+
+
+@pytest.fixture()
+def pipeline_copy(pipeline, tmp_path) -> Path:
+    """This test's own copy of the `pipeline` clone, to run stages or DVC in, without its MLflow store and Optuna
+    studies (a stage that logs starts a store of its own: the copied store's experiments would point their artifacts
+    into the shared clone)."""
+    dest = tmp_path / "wattgpu"
+    shutil.copytree(pipeline, dest, symlinks=True,
+                    ignore=lambda folder, names: [n for n in names if Path(folder) == pipeline
+                                                  and n in ("mlruns", "optuna")])
+    (dest / "mlruns").mkdir()
     return dest

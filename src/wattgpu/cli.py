@@ -6,13 +6,13 @@ wattgpu.reporting). Expected errors print `error: ...` on stderr and exit with c
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import json
 from pathlib import Path
 
 import typer
+from typer.core import TyperGroup
 
 from wattgpu import paths, workload
 from wattgpu.catalogs import edit
@@ -22,11 +22,23 @@ from wattgpu.planning.models import ModelSet
 from wattgpu.reporting import console, readme
 from wattgpu.stages.worker_cli import search_app
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0],
+
+class Commands(TyperGroup):
+    """Command names as typed (click passes unknown ones through resolve.engine_flag: `wattgpu tp` got --tp's hint)."""
+
+    def resolve_command(self, ctx, args):
+        normalize, ctx.token_normalize_func = ctx.token_normalize_func, None
+        try:
+            return super().resolve_command(ctx, args)
+        finally:
+            ctx.token_normalize_func = normalize
+
+
+app = typer.Typer(cls=Commands, no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0],
                   pretty_exceptions_show_locals=False, context_settings={"token_normalize_func": resolve.engine_flag})
-catalog_app = typer.Typer(no_args_is_help=True, help="GPU and LLM catalogs: list, show, add.")
+catalog_app = typer.Typer(cls=Commands, no_args_is_help=True, help="GPU and LLM catalogs: list, show, add.")
 app.add_typer(catalog_app, name="catalog")
-app.add_typer(search_app, name="search")
+app.add_typer(search_app, name="search", cls=Commands)
 
 
 def user_errors(func):
@@ -44,18 +56,6 @@ def user_errors(func):
             raise typer.Exit(2) from None
 
     return wrapper
-
-
-@contextlib.contextmanager
-def progress_bar(label: str):
-    """A transient progress bar on stderr; yields `advance(n)`."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), console=Console(stderr=True),
-                  transient=True) as bar:
-        task = bar.add_task(label, total=None)
-        yield lambda n: bar.advance(task, n)
 
 
 ModelsOpt = typer.Option(None, "--models", envvar="WATTGPU_MODELS",
@@ -118,7 +118,7 @@ def predict_cmd(
     if input_csv is not None or output_csv is not None:
         service.check_batch_options(input_csv, output_csv, named=(gpu, gpu_spec, llm, llm_config, scenario),
                                     levels=levels)
-        with progress_bar("predicting") as advance:
+        with console.progress_bar("predicting") as advance:
             done = service.predict_csv(model_set, input_csv, output_csv, progress=advance)
         return typer.echo(done, err=True)
     w = _workload(locals())
@@ -186,7 +186,7 @@ def ui_cmd(host: str = typer.Option("127.0.0.1", "--host", help="address to bind
 def precompute_cmd(models: Path = ModelsOpt) -> None:
     """Predict every catalog GPU x LLM x preset (default workload) once per model version, so that `wattgpu
     predict` and `recommend` answer from the cache without loading the models."""
-    with progress_bar("predicting") as advance:
+    with console.progress_bar("predicting") as advance:
         total, new, path = service.precompute(ModelSet.load(models), progress=advance)
     typer.echo(f"{total} predictions ({new} new) cached in {path}")
 

@@ -331,6 +331,18 @@ def test_an_engines_flag_is_told_the_option_that_says_it(flag, meant, monkeypatc
     assert_clean_error(run("predict", "--gpus-per-replca", "2"), "--gpus-per-replica")
 
 
+@pytest.mark.parametrize("args", [("tp",), ("catalog", "tp"), ("search", "n-gpus"), ("max_num_seqs",)])
+def test_an_unknown_command_named_like_an_engines_flag_is_an_unknown_command(args, monkeypatch):
+    """A command name is not an option: `wattgpu tp` is no such command (it was told of --tp, as the option is);
+    a misspelt command still gets click's suggestion, and the flag as an option still its hint."""
+    monkeypatch.setenv("COLUMNS", "300")
+    result = run(*args)
+    assert_clean_error(result, f"No such command {args[-1]!r}")
+    assert "did you mean --" not in (result.stderr or result.output)
+    assert_clean_error(run("catalog", "lsit"), "No such command 'lsit'", "Did you mean 'list'")
+    assert_clean_error(run("predict", "--llm", LLAMA, "--tp", "8"), "'--tp'", "did you mean --gpus-per-replica")
+
+
 def test_no_engine_word_hides_an_option_of_ours():
     """The words told as another option (workload.FLAG_WORDS) are no option of any command: click normalizes every
     option name through them, ours included. And every option the table points to (workload.FIELD_OPTIONS, written

@@ -3,6 +3,7 @@ reports computed; computes nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from typing import Any
@@ -20,6 +21,18 @@ def console(min_width: int = 150, width: int | None = None):
     from rich.console import Console
 
     return Console(width=width or max(min_width, Console().width))
+
+
+@contextlib.contextmanager
+def progress_bar(label: str):
+    """A transient progress bar on stderr; yields `advance(n)`."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), console=Console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda n: bar.advance(task, n)
 
 
 def _table(title: str, **options):
