@@ -627,7 +627,8 @@ def _workload(cols: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) ->
     version = cols["engine_version"]
     parsed = {v: version_number(v) for v in set(version) if v is not None}
     errors.add(np.array([v is not None and math.isnan(parsed[v]) for v in version], dtype=bool), rows,
-               "engine_version", lambda i: f"must be a version like '0.11' or '0.14.1', got {shown(version[i])}")
+               "engine_version", lambda i: f"must be a release like '0.11', '0.14.1' or '1.2.0rc1' (an engine written "
+                                           f"apart before it: 'vllm 0.11.0'), got {shown(version[i])}")
     # vLLM: the newest measured release; an engine no source measured: its current release; others: unstated
     default = np.select([out["engine"] == DEFAULT_ENGINE, np.isin(out["engine"], list(ENGINE_PROXIES))],
                         [DEFAULT_ENGINE_VERSION, [CURRENT_RELEASES.get(e, "") for e in out["engine"]]], "")

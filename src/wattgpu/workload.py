@@ -178,6 +178,13 @@ def default_kv_precision(precision: str) -> str:
 PROXY_FAMILY = {e: p[0] for e, p in ENGINE_PROXIES.items()}
 
 
+def answering_family(engine) -> str:
+    """The engine family whose measurements answer `engine` (lower-cased): its own, or for an engine no source
+    measured, the measured family it is answered as (PROXY_FAMILY: SGLang's is vLLM's). '' for an absent engine."""
+    name = text(engine).strip().lower()
+    return PROXY_FAMILY.get(name, name)
+
+
 def measured_engine(engine: str, version: str) -> tuple[str, str]:
     """The (engine, release) the models answer a request as: the engine itself, or for one no source measured
     (ENGINE_PROXIES) the nearest measured family's release."""
@@ -187,18 +194,18 @@ def measured_engine(engine: str, version: str) -> tuple[str, str]:
 
 @functools.lru_cache(maxsize=1024)  # a pure function of a short text, called per request row
 def version_number(version: str) -> float:
-    """'0.14.1' -> 1401.0 (major x 1e4 + minor x 100 + patch), sortable across releases; NaN when unknown."""
-    parts = [p for p in str(version or "").split(".") if p]
-    numbers = []
-    for p in parts[:3]:
-        digits = "".join(ch for ch in p if ch.isdigit())
-        if not digits:
-            break
-        numbers.append(int(digits))
-    if not numbers:
+    """'0.14.1' -> 1401.0 (major x 1e4 + minor x 100 + patch), sortable across releases; NaN when the text is no
+    release number as engines write theirs (PEP 440: '0.11', 'v0.11.0', '0.5.3.post1', '1.2.0rc1', '0.11.0+cu128'; a
+    pre-release counts as its release). Text around the number is not read past: 'vllm0.11', '0.x' and 'latest' are
+    no release (request.validate says so, naming the field), never a release of the wrong engine."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        release = Version(str(version or "").strip()).release
+    except InvalidVersion:
         return math.nan
-    numbers += [0] * (3 - len(numbers))
-    return float(numbers[0] * 10**4 + numbers[1] * 100 + numbers[2])
+    major, minor, patch = (*release, 0, 0)[:3]
+    return float(major * 10**4 + minor * 100 + patch)
 
 
 def engine_in_version(version: str) -> tuple[str | None, str]:

@@ -248,6 +248,26 @@ def test_a_release_of_another_or_of_no_engine_is_an_error_naming_engine_version(
     assert all(w in str(errors[0]) for w in words), str(errors[0])
 
 
+@pytest.mark.parametrize("version", ["vllm0.11", "sglang0.5.21", "0.x", "latest", "0.11-final", "v"])
+def test_text_glued_to_a_release_is_an_error_naming_engine_version(version):
+    """A release is read whole or not at all (was: the digits of 'sglang0.5.21' read as a vLLM 0.5.21, '0.x' as a
+    vLLM 0 release, both answered as vLLM's V0 engine without a word)."""
+    errors = validate_batch([DENSE, {**DENSE, "engine_version": version}], GPUS, CATALOG).errors
+    assert [(e.row, e.field) for e in errors] == [(1, "engine_version")]
+    assert "must be a release like" in str(errors[0]) and repr(version) in str(errors[0]), str(errors[0])
+
+
+@pytest.mark.parametrize("version,release", [("v0.11.0", "0.11.0"), ("0.5.3.post1", "0.5.3"), ("0.8.0rc1", "0.8.0"),
+                                             ("0.11.0+cu128", "0.11.0"), ("1.2.0rc1", "1.2.0")])
+def test_a_release_as_engines_tag_theirs_is_that_release(version, release):
+    """PEP 440 as engines tag releases: a leading v, a pre-release, a post-release or a local build suffix is the
+    release it names (a pre-release counts as its release: 0.8.0rc1 is vLLM's V1 engine)."""
+    assert rows({**DENSE, "engine_version": version})["engine_version"].iloc[0] == version  # accepted as written
+    assert workload.version_number(version) == workload.version_number(release)
+    assert workload.engine_generation("vllm", version) == workload.engine_generation("vllm", release)
+    assert workload.version_number("0.14.1") == 1401.0 and workload.version_number("0.11") == 1100.0
+
+
 def test_an_engine_no_source_measured_is_banded_as_the_family_answering_it():
     # FIXTURE calibration scores: vLLM's closed batches (group 2) miss 10 x more than other engines' (group 3)
     rng = np.random.default_rng(0)

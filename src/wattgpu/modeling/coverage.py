@@ -28,8 +28,8 @@ from wattgpu.arrays import floats, per_distinct, text
 from wattgpu.workload import (
     ENGINE_PROXIES,
     PRECISION_BYTES,
-    PROXY_FAMILY,
     SPECULATIVE,
+    answering_family,
     engine_generation,
     engine_generation_groups,
     generation_name,
@@ -229,7 +229,7 @@ def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list],
         if qualifier:
             kind = "family" if col == VERSION else "generation"
             if kind not in owner:
-                labels = (np.array([PROXY_FAMILY.get(e, e) for e in engine], dtype=object) if kind == "family"
+                labels = (np.array([answering_family(e) for e in engine], dtype=object) if kind == "family"
                           else generations(rows))
                 owner[kind] = (labels, set(labels))
             labels, present = owner[kind]

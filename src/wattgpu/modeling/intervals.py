@@ -53,11 +53,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from wattgpu.arrays import text
 from wattgpu.features import accelerator_families
 from wattgpu.fields import DEFAULT_INTERVAL_LEVEL
 from wattgpu.modeling import coverage
-from wattgpu.workload import PROXY_FAMILY
+from wattgpu.workload import answering_family
 
 DEFAULT_LEVEL = DEFAULT_INTERVAL_LEVEL
 LEVELS = (DEFAULT_LEVEL, 0.9)  # the levels measured and shown by default
@@ -72,11 +71,10 @@ GROUP_MIN_SCORES = 5  # scores a GPU needs to count as one of them
 def workload_group(rows: pd.DataFrame) -> np.ndarray:
     """Index into WORKLOAD_GROUPS: offline (a full queue), Poisson arrivals (`server`), any other closed batch on
     vLLM, or on another engine (TensorRT-LLM, llama.cpp, DeepSpeed-MII, ... whose errors are their own). An engine no
-    source measured is in the group of the family that answers it (workload.PROXY_FAMILY: SGLang's, vLLM's), so
+    source measured is in the group of the family that answers it (workload.answering_family: SGLang's, vLLM's), so
     that its band is never narrower than that family's own."""
     scenario = rows["scenario"].to_numpy(dtype=object)
-    vllm = np.array([PROXY_FAMILY.get(text(e).lower(), text(e).lower()) == "vllm"
-                     for e in rows["engine"].to_numpy(dtype=object)], dtype=bool) \
+    vllm = np.array([answering_family(e) == "vllm" for e in rows["engine"].to_numpy(dtype=object)], dtype=bool) \
         if "engine" in rows else np.ones(len(rows), bool)
     return np.select([scenario == "offline", scenario == "server", vllm], [0, 1, 2], 3).astype(int)
 
