@@ -30,7 +30,7 @@ run: data
 	$(BIN)/wattgpu results
 
 ## Install and run every test (code, data, integration, and the planner page's tests in the system Chromium), in
-## TEST_PROCS processes (pytest-xdist; the test pipeline is built once, by one of them, while the others test).
+## TEST_PROCS processes (pytest-xdist; each test clone is built once, by the first that needs it, the others wait).
 TEST_PROCS ?= 2
 test: data browser
 	$(BIN)/python -m pytest -q -n $(TEST_PROCS) --dist loadgroup
