@@ -36,6 +36,7 @@ from harness import Server
 from wattgpu import paths, tracking
 from wattgpu.catalogs.gpus import load_gpu_catalog
 from wattgpu.catalogs.llms import load_llm_catalog
+from wattgpu.planning import answers
 from wattgpu.workload import PRESETS
 
 MAX_REQUESTS_PER_CLIENT = 100_000  # a bound on each client's loop beside its time
@@ -157,29 +158,35 @@ CLI_RUNS = 5  # timed runs per command, after one untimed run
 
 
 def cli_times() -> None:
-    """`wattgpu` end to end (process start to answer) on the registered champions: a question answered before (the
-    prediction cache), a new question (the models loaded), recommend over the catalog with and without the cache.
-    The cache is a fresh temporary folder; Python's bytecode cache is on (its default: PYTHONDONTWRITEBYTECODE
-    unset), so the untimed first run compiles the package once as a user's first call does."""
+    """`wattgpu` end to end (process start to answer) on the registered champions: a question asked before (its answer
+    remembered: wattgpu.planning.answers), a question whose predictions are cached but whose answer is composed anew
+    (the memo emptied before each run), a new question (the models loaded), recommend over the catalog in the same
+    three states. The cache is a fresh temporary folder; Python's bytecode cache is on (its default:
+    PYTHONDONTWRITEBYTECODE unset), so the untimed first run compiles the package once as a user's first call does."""
     import tempfile
 
     wattgpu = [str(Path(sys.executable).with_name("wattgpu"))]
     predict = [*wattgpu, "predict", "--gpu", "A30", "--llm", LLAMA, "--prompt-tokens", "512", "--output-tokens", "200"]
     recommend = [*wattgpu, "recommend", "--llm", LLAMA, "--scenario", "offline", "--max-itl-ms", "50"]
-    commands = [  # (label, argv of the i-th run, target s)
-        ("wattgpu --help", lambda i: [*wattgpu, "--help"], None),
-        ("predict, asked before (cached)", lambda i: [*predict, "--concurrency", "64"], 0.5),
-        ("predict, a new question", lambda i: [*predict, "--concurrency", str(65 + i)], 0.5),
-        ("recommend, cached", lambda i: recommend, 0.3),
-        ("recommend, --no-cache", lambda i: [*recommend, "--no-cache"], 2.0),
+    commands = [  # (label, argv of the i-th run, target s, forget the remembered answers before each run)
+        ("wattgpu --help", lambda i: [*wattgpu, "--help"], None, False),
+        ("predict, asked before", lambda i: [*predict, "--concurrency", "64"], 0.5, False),
+        ("predict, predictions cached", lambda i: [*predict, "--concurrency", "64"], 0.5, True),
+        ("predict, a new question", lambda i: [*predict, "--concurrency", str(65 + i)], 0.5, False),
+        ("recommend, asked before", lambda i: recommend, 0.3, False),
+        ("recommend, predictions cached", lambda i: recommend, 0.3, True),
+        ("recommend, --no-cache", lambda i: [*recommend, "--no-cache"], 2.0, False),
     ]
     print(f"== command line (process start to answer, median of {CLI_RUNS} after one untimed run) ==")
     with tempfile.TemporaryDirectory() as cache:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"WATTGPU_CACHE": cache}
-        for label, argv, target in commands:
+        memo = Path(cache) / answers.ANSWERS_FILE
+        for label, argv, target, forget in commands:
             subprocess.run(argv(-1), env=env, capture_output=True, check=True)
             times = []
             for i in range(CLI_RUNS):
+                if forget:
+                    memo.unlink(missing_ok=True)
                 start = time.perf_counter()
                 subprocess.run(argv(i), env=env, capture_output=True, check=True)
                 times.append(time.perf_counter() - start)
@@ -187,8 +194,8 @@ def cli_times() -> None:
             print(f"{label:<32} {np.median(times):.2f} s, max {max(times):.2f} s{verdict}")
     probe = "import time; t = time.perf_counter(); import pandas; print(time.perf_counter() - t)"
     import_s = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    print(f"of which importing pandas alone: {float(import_s.stdout):.2f} s; a new question also imports "
-          "scikit-learn, SciPy and LightGBM to load the models")
+    print(f"of which importing pandas alone: {float(import_s.stdout):.2f} s (a question asked before needs none); a "
+          "new question also imports scikit-learn, SciPy and LightGBM to load the models")
 
 
 def _median_seconds(fn, n: int) -> float:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def text(value) -> str:
@@ -21,6 +24,8 @@ def floats(column: pd.Series) -> np.ndarray:
     """A column as floats, a cell that is not a number NaN (numbers and booleans as they are, without a parse)."""
     if isinstance(column.dtype, np.dtype) and column.dtype.kind in "fiub":
         return column.to_numpy(dtype=float)
+    import pandas as pd  # here: the command line imports this module for its option help, and needs no pandas there
+
     return pd.to_numeric(column, errors="coerce").astype(float).to_numpy()
 
 

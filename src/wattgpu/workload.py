@@ -126,7 +126,7 @@ SHAPE_HELP = {
 # Words a planner carries over from an engine's or its benchmark's settings (vLLM, SGLang), or from the command line
 # to a request body and back, and the field that says each here. No string distance links them (difflib offers
 # expert_parallel for tensor_parallel, click --expert-parallel), so each is told by name: a request body the field
-# (request's unknown-field message), the command line the option (planning.resolve.engine_flag).
+# (request's unknown-field message), the command line the option (cli.engine_flag).
 # Field -> (the command line's option, what it is).
 FIELD_OPTIONS: dict[str, tuple[str, str]] = {
     "n_gpus": ("--gpus-per-replica N", "GPUs per replica: tensor x pipeline parallel"),

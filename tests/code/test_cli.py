@@ -118,11 +118,12 @@ def test_predict_cache_gives_the_same_answer(env):
     assert fresh["power_w"] == pytest.approx(json.loads(first.stdout)["prediction"]["power_w"])
 
 
-HEAVY = ("mlflow", "optuna", "dvc", "sklearn", "scipy", "lightgbm", "xgboost", "joblib", "crepes")
+HEAVY = ("mlflow", "optuna", "dvc", "sklearn", "scipy", "lightgbm", "xgboost", "joblib", "crepes", "pandas")
 
 
-def _heavy_imports(*args: str) -> list[str]:
-    """The heavy packages a fresh `wattgpu` process imports to run `args` (its environment: this test's)."""
+def _heavy_imports(*args: str) -> tuple[list[str], str]:
+    """The heavy packages a fresh `wattgpu` process imports to run `args` (its environment: this test's), and what
+    it printed."""
     import subprocess
     import sys
 
@@ -131,16 +132,61 @@ def _heavy_imports(*args: str) -> list[str]:
              "print(json.dumps(sorted(heavy)), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stderr.strip().splitlines()[-1])
+    return json.loads(done.stderr.strip().splitlines()[-1]), done.stdout
 
 
 def test_help_and_a_question_answered_before_load_no_model_library(env):
-    """`wattgpu --help` and a cached `predict` import no model, search or tracking library (each costs a process
-    start 0.1 - 0.6 s); answering a new question does load the models (the probe sees them)."""
-    assert _heavy_imports("--help") == []
+    """`wattgpu --help` and a question asked before import no model, search or tracking library and no pandas
+    (each costs a process start 0.1 - 0.6 s); answering a new question does load the models (the probe sees them),
+    a question whose predictions are cached but which was not asked so (another rendering) loads pandas but not the
+    models, and all three print the same answer."""
+    assert _heavy_imports("--help")[0] == []
     args = ("predict", "--gpu", "A30", "--llm", LLAMA, "--concurrency", "12", "--prompt-tokens", "300")
-    assert "sklearn" in _heavy_imports(*args)  # a new question: the models are loaded, and cached
-    assert _heavy_imports(*args) == []
+    first, answer = _heavy_imports(*args)
+    assert "sklearn" in first and "pandas" in first  # a new question: the models are loaded, and cached
+    assert _heavy_imports(*args) == ([], answer)  # asked before: the answer remembered (wattgpu.planning.answers)
+    asked_as_json, body = _heavy_imports(*args, "--json")
+    assert "pandas" in asked_as_json and "sklearn" not in asked_as_json  # the predictions cached, the answer not
+    assert json.loads(body)["prediction"]["itl_ms"] == pytest.approx(float(re.search(r"ITL +([\d.]+) ms", answer)[1]),
+                                                                     abs=0.005)
+    recommend = ("recommend", "--llm", LLAMA, "--scenario", "offline", "--max-itl-ms", "50", "--gpus", "A30,L4")
+    _, ranking = _heavy_imports(*recommend)
+    assert _heavy_imports(*recommend) == ([], ranking) and "NVIDIA A30" in ranking
+
+
+def _memo_rows(env) -> int:
+    import sqlite3
+
+    path = env / "cache" / "answers.sqlite"
+    if not path.exists():
+        return 0
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+
+
+def test_an_answer_is_remembered_only_for_the_same_question_the_same_files_and_the_same_terminal(env, monkeypatch):
+    """A question asked again prints the same bytes from the memo; a changed --llm-config (same path, other
+    content), another terminal width, `--no-cache` and an error each miss it (and the last two write nothing)."""
+    config = llm_config_json(env)
+    args = ("predict", "--gpu", "L4", "--llm-config", str(config), "--concurrency", "8", "--prompt-tokens", "512")
+    first = run(*args)
+    assert first.exit_code == 0, first.output
+    assert _memo_rows(env) == 1 and run(*args).stdout == first.stdout and _memo_rows(env) == 1
+    config.write_text(json.dumps({**LLAMA_31_8B_CONFIG, "num_hidden_layers": 16}))  # the same path, half the layers
+    halved = run(*args)
+    assert halved.exit_code == 0 and _memo_rows(env) == 2
+    itl = [float(re.search(r"ITL +([\d.]+) ms", r.stdout)[1]) for r in (first, halved)]
+    assert itl[1] < itl[0]  # answered from the new file, not remembered from the old one
+    recommend = ("recommend", "--llm", LLAMA, "--scenario", "offline", "--max-itl-ms", "50", "--gpus", "A30,L4,H200")
+    wide = run(*recommend)
+    monkeypatch.setenv("COLUMNS", "160")
+    narrow = run(*recommend)
+    assert _memo_rows(env) == 4 and wide.stdout != narrow.stdout  # rich draws the table to the width
+    assert max(map(len, narrow.stdout.splitlines())) <= 160 < max(map(len, wide.stdout.splitlines()))
+    assert run(*recommend).stdout == narrow.stdout and _memo_rows(env) == 4
+    assert run(*recommend, "--no-cache").stdout == narrow.stdout and _memo_rows(env) == 4
+    assert_clean_error(run("predict", "--gpu", "L4", "--llm", LLAMA, "--concurrency", "-3"), "concurrency")
+    assert _memo_rows(env) == 4
 
 
 def test_batch_predict_writes_one_row_per_request(env):
@@ -341,6 +387,21 @@ def test_an_unknown_command_named_like_an_engines_flag_is_an_unknown_command(arg
     assert "did you mean --" not in (result.stderr or result.output)
     assert_clean_error(run("catalog", "lsit"), "No such command 'lsit'", "Did you mean 'list'")
     assert_clean_error(run("predict", "--llm", LLAMA, "--tp", "8"), "'--tp'", "did you mean --gpus-per-replica")
+
+
+def test_python_dash_m_runs_the_same_command_line():
+    """`python -m wattgpu.cli` is `wattgpu` (it imported the module and did nothing, exit 0), its usage errors
+    included."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "wattgpu.cli", "predict", "--tp", "8"], capture_output=True,
+                          text=True, timeout=60, check=False, env={**os.environ, "COLUMNS": "300"})
+    assert done.returncode == 2 and "did you mean --gpus-per-replica" in done.stderr, done.stderr
+    listed = subprocess.run([sys.executable, "-m", "wattgpu.cli", "--help"], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert listed.returncode == 0 and "Usage: wattgpu" in listed.stdout and "recommend" in listed.stdout
 
 
 def test_no_engine_word_hides_an_option_of_ours():

@@ -424,3 +424,51 @@ def test_old_prediction_files_and_code_memos_are_pruned_to_the_newest_few(tmp_pa
     assert len(kept) == cache.CACHE_MAX_FILES and kept[-1] == writer.path
     assert kept[:-1] == [folder_cache / f"predictions-{i:020d}.sqlite" for i in range(7 - cache.CACHE_MAX_FILES, 6)]
     assert other.read_text() == "kept"
+
+
+def test_a_question_key_changes_with_every_file_and_setting_that_shapes_the_answer(tmp_path, monkeypatch):
+    """wattgpu.planning.answers: the same question, files and terminal give the same key; a model file or catalog
+    rewritten, an option, a file option's content, the package's code, the terminal's width each give another; the
+    memo keeps its newest ANSWERS_KEPT answers."""
+    import os
+
+    from wattgpu.planning import answers
+
+    root = tmp_path / "project"  # FIXTURE project: its files only feed the key here
+    (root / "models" / "power").mkdir(parents=True)
+    (root / "data" / "catalogs").mkdir(parents=True)
+    (root / "dvc.yaml").write_text("stages: {}\n")
+    meta, gpus, config = root / "models/power/meta.json", root / "data/catalogs/gpus.yaml", tmp_path / "config.json"
+    for f in (meta, gpus, config):
+        f.write_text("{}\n")
+    monkeypatch.setenv("WATTGPU_ROOT", str(root))
+    monkeypatch.setenv("WATTGPU_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    asked = {"gpu": "L4", "llm_config": config, "gpu_spec": None, "models": None, "concurrency": 8.0}
+
+    def key(**change):
+        return answers.question_key("predict", {**asked, **change})
+
+    def later(f) -> None:
+        st = f.stat()
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+
+    keys = [key(), key()]
+    assert keys[0] == keys[1]
+    keys += [key(gpu="A30"), key(concurrency=9.0), key(models=tmp_path / "other")]
+    later(meta)
+    keys.append(key())
+    later(gpus)
+    keys.append(key())
+    config.write_text('{"num_hidden_layers": 16}\n')
+    keys.append(key())
+    monkeypatch.setenv("COLUMNS", "160")
+    keys.append(key())
+    monkeypatch.setattr(answers, "package_stamp", lambda: [("wattgpu/cli/__init__.py", 1, 1)])
+    keys.append(key())
+    assert len(set(keys)) == len(keys) - 1, keys
+
+    monkeypatch.setattr(answers, "ANSWERS_KEPT", 2)
+    for i, k in enumerate(keys[2:5]):
+        answers.remember(k, f"answer {i}\n")
+    assert [answers.recall(k) for k in keys[2:5]] == [None, "answer 1\n", "answer 2\n"]

@@ -12,7 +12,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OrdinalEncoder, StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from wattgpu.arrays import floats
+from wattgpu.arrays import floats, per_distinct
 from wattgpu.features import CONCURRENCY_FEATURES, FeatureSet, concurrency_sweep
 from wattgpu.modeling.targets import ITL, LIMIT_INPUTS, Target
 from wattgpu.workload import answering_family
@@ -68,7 +68,7 @@ def as_measured_release(rows: pd.DataFrame, measured: dict[str, list[tuple[float
     if not measured or VERSION not in rows or GENERATION not in rows or "engine" not in rows:
         return rows
     # an engine no source measured is featured as its measured family's release (workload.ENGINE_PROXIES)
-    engine = np.array([answering_family(e) for e in rows["engine"].to_numpy(dtype=object)], dtype=object)
+    engine = per_distinct(answering_family, rows["engine"], dtype=object)
     gen, ver = rows[GENERATION].to_numpy(dtype=float), rows[VERSION].to_numpy(dtype=float, copy=True)
     asked = np.isfinite(ver) & np.isfinite(gen)
     unmeasured = np.zeros(len(rows), dtype=bool)

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from wattgpu.arrays import per_distinct
 from wattgpu.features import accelerator_families
 from wattgpu.fields import DEFAULT_INTERVAL_LEVEL
 from wattgpu.modeling import coverage
@@ -74,8 +75,8 @@ def workload_group(rows: pd.DataFrame) -> np.ndarray:
     source measured is in the group of the family that answers it (workload.answering_family: SGLang's, vLLM's), so
     that its band is never narrower than that family's own."""
     scenario = rows["scenario"].to_numpy(dtype=object)
-    vllm = np.array([answering_family(e) == "vllm" for e in rows["engine"].to_numpy(dtype=object)], dtype=bool) \
-        if "engine" in rows else np.ones(len(rows), bool)
+    vllm = per_distinct(answering_family, rows["engine"], dtype=object) == "vllm" if "engine" in rows \
+        else np.ones(len(rows), bool)
     return np.select([scenario == "offline", scenario == "server", vllm], [0, 1, 2], 3).astype(int)
 
 

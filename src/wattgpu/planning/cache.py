@@ -13,15 +13,16 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from wattgpu import codehash
-from wattgpu.modeling.store import TARGET_DIRS
+
+if TYPE_CHECKING:  # pandas and the model store are imported where a miss is predicted: wattgpu.planning.answers
+    import pandas as pd  # reads the cache folder and its SQLite helpers without them
 
 CACHE_MAX_ENTRIES = 50_000  # the newest written are kept
 # Files kept per kind, the newest written: each retrained model set (or code change) starts a new predictions file and
@@ -33,14 +34,14 @@ SQL_VARIABLES = 500  # keys per SELECT (SQLite's bound-parameter limit is 999 on
 PREDICTION_CODE = ("wattgpu.modeling.store", "wattgpu.modeling.algorithms", "wattgpu.modeling.replica")
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     env = os.environ.get("WATTGPU_CACHE")
     if env:
         return Path(env)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wattgpu"
 
 
-def _prune(folder: Path, pattern: str, keep: int) -> None:
+def prune(folder: Path, pattern: str, keep: int) -> None:
     """Remove all but the `keep` newest files (by modification time) matching `pattern` in `folder`; a file another
     process removed meanwhile is skipped."""
     def mtime(f: Path) -> int:
@@ -53,14 +54,31 @@ def _prune(folder: Path, pattern: str, keep: int) -> None:
         f.unlink(missing_ok=True)
 
 
+def stamps(files) -> list[tuple[str, int, int]]:
+    """(path, size, modification time in ns) of each of `files` that is a file (what an edit or a rewrite changes)."""
+    out = []
+    for f in files:
+        try:
+            st = os.stat(f)
+        except OSError:  # gone meanwhile, or unreadable: left out (the stamp differs from when it was there)
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append((str(f), st.st_size, st.st_mtime_ns))
+    return out
+
+
+def package_stamp() -> list[tuple[str, int, int]]:
+    """The stamps of every module file of the package."""
+    return stamps(sorted(Path(codehash.__file__).parent.rglob("*.py")))
+
+
 @functools.lru_cache(maxsize=1)
 def _code_digest() -> str:
     """The prediction code's digest (codehash.digest: parsing ~30 modules, ~0.7 s), once per process and kept on disk
     beside the predictions under a stamp of every module file's path, size and modification time, so that a new
     process (one `wattgpu predict`) reads it instead while no file of the package has changed."""
-    files = sorted(Path(codehash.__file__).parent.rglob("*.py"))
-    stamp = hashlib.sha256(repr([(str(f), (st := f.stat()).st_size, st.st_mtime_ns) for f in files]).encode())
-    memo = _cache_dir() / f"code-{stamp.hexdigest()[:20]}.txt"
+    stamp = hashlib.sha256(repr(package_stamp()).encode())
+    memo = cache_dir() / f"code-{stamp.hexdigest()[:20]}.txt"
     try:
         known = memo.read_text().strip()
         if known and all(c in "0123456789abcdef" for c in known):
@@ -71,7 +89,7 @@ def _code_digest() -> str:
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
         memo.write_text(digest)
-        _prune(memo.parent, "code-*.txt", CODE_MEMOS_KEPT)
+        prune(memo.parent, "code-*.txt", CODE_MEMOS_KEPT)
     except OSError:  # a read-only home: no memo, same digest
         pass
     return digest
@@ -79,6 +97,8 @@ def _code_digest() -> str:
 
 def fingerprint(folder: Path) -> str:
     """Hash of every model file and of the code that turns requests into predictions."""
+    from wattgpu.modeling.store import TARGET_DIRS
+
     h = hashlib.sha256()
     for t in TARGET_DIRS:
         for f in sorted((folder / t).iterdir()):
@@ -90,7 +110,7 @@ def fingerprint(folder: Path) -> str:
 
 
 @contextmanager
-def _connect(path: Path, read_only: bool) -> Iterator[sqlite3.Connection]:
+def connect(path: Path, read_only: bool) -> Iterator[sqlite3.Connection]:
     """A connection to the cache file, in one transaction (committed on success), closed after."""
     target = f"{path.resolve().as_uri()}?mode=ro" if read_only else str(path)
     with closing(sqlite3.connect(target, uri=read_only, timeout=10)) as db, db:
@@ -107,7 +127,7 @@ class PredictionCache:
 
     def __init__(self, folder: Path, enabled: bool = True):
         self.folder, self.enabled = folder, enabled
-        self.path = _cache_dir() / f"predictions-{fingerprint(folder)}.sqlite"
+        self.path = cache_dir() / f"predictions-{fingerprint(folder)}.sqlite"
         self.entries: dict[str, dict] = {}
 
     def _read(self, keys: list[str]) -> None:
@@ -116,7 +136,7 @@ class PredictionCache:
         if not (self.enabled and wanted and self.path.exists()):
             return
         try:
-            with _connect(self.path, read_only=True) as db:
+            with connect(self.path, read_only=True) as db:
                 for start in range(0, len(wanted), SQL_VARIABLES):
                     part = wanted[start:start + SQL_VARIABLES]
                     found = db.execute(f"SELECT key, value FROM predictions WHERE key IN ({','.join('?' * len(part))})",
@@ -140,6 +160,8 @@ class PredictionCache:
         self._read(keys)
         todo = list({k: i for i, k in enumerate(keys) if k not in self.entries}.values())
         if todo:
+            import pandas as pd
+
             from wattgpu.modeling.store import load_predictor
 
             predictor = load_predictor(self.folder / "power", self.folder / "itl")
@@ -164,7 +186,7 @@ class PredictionCache:
         the newest CACHE_MAX_ENTRIES, and the CACHE_MAX_FILES newest prediction files."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with _connect(self.path, read_only=False) as db:
+            with connect(self.path, read_only=False) as db:
                 db.execute("CREATE TABLE IF NOT EXISTS predictions (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
                 db.executemany("INSERT OR REPLACE INTO predictions (key, value) VALUES (?, ?)",
                                [(k, json.dumps(self.entries[k])) for k in keys])
@@ -172,6 +194,6 @@ class PredictionCache:
                            (CACHE_MAX_ENTRIES,))
             for legacy in self.path.parent.glob("predictions-*.json"):  # the JSON layout before: never read again
                 legacy.unlink(missing_ok=True)
-            _prune(self.path.parent, "predictions-*.sqlite", CACHE_MAX_FILES)
+            prune(self.path.parent, "predictions-*.sqlite", CACHE_MAX_FILES)
         except (OSError, sqlite3.Error):
             pass  # a read-only home: no cache, same answers

@@ -14,22 +14,8 @@ from wattgpu.catalogs.gpus import GpuCatalog, load_gpu_catalog
 from wattgpu.catalogs.llms import LlmCatalog, llm_spec_from_hf_config, load_llm_catalog, unique_keys
 from wattgpu.errors import CatalogError, UnknownNameError, WattgpuError
 from wattgpu.request import spec_problems
-from wattgpu.workload import FIELD_OPTIONS, FLAG_WORDS
 
 CATALOG_ONLY_FIELDS = ("key", "display_name", "aliases", "source_urls", "source_url", "notes")
-
-
-def engine_flag(token: str) -> str:
-    """The command line's token normalization (click applies it to every option name, ours included, as it parses):
-    the name unchanged, but an engine's flag or a request body's field name (workload.FLAG_WORDS) is a usage error
-    naming the option that says it here."""
-    field = FLAG_WORDS.get(token.lower().replace("-", "_"))
-    if field is None:
-        return token
-    from typer import BadParameter  # the command line's usage error (only the CLI parses flags)
-
-    option, meaning = FIELD_OPTIONS[field]
-    raise BadParameter(f"wattgpu has no such option; did you mean {option}: {meaning}?", param_hint=f"'--{token}'")
 
 
 def project_gpus() -> GpuCatalog:

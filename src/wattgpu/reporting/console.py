@@ -143,7 +143,8 @@ def _ranged(r: pd.Series, col: str, spec: str) -> str:
     return _num(r[col], spec) + band if pd.notna(r[col]) else ""
 
 
-def print_recommendation(a: RecommendAnswer) -> None:
+def recommendation_text(a: RecommendAnswer) -> str:
+    """The ranking as rich draws it on this terminal (its width and colours), as text to print."""
     rec, c, k = a.recommendation, a.recommendation.constraints, a.recommendation.costs
     lvl = f"{100 * c.confidence:g} %"
     budget = f" | power budget {c.budget_phrase()}" if c.max_power_w is not None else ""
@@ -172,6 +173,13 @@ def print_recommendation(a: RecommendAnswer) -> None:
             _num(r["itl_margin_pct"], "+.0f") + ("%" if r["fits"] else ""), _num(r["system_tokens_per_s"], ".0f"),
             f"{r['need_gb']:.1f}/{r['usable_gb']:.1f}", r["reason"], style=styles.get(r["status"], ""))
     out = console()
+    with out.capture() as drawn:
+        _print_recommendation(out, a, table, lvl)
+    return drawn.get()
+
+
+def _print_recommendation(out, a: RecommendAnswer, table, lvl: str) -> None:
+    rec = a.recommendation
     out.print(table)
     out.print(rec.summary)
     if a.defaults:

@@ -1,97 +1,62 @@
 """The `wattgpu` command line: predict, recommend a GPU, the case study, catalogs, results and the HTML report.
 
 A thin layer: each command parses its options and calls one module (wattgpu.planning, wattgpu.catalogs.edit,
-wattgpu.reporting). Expected errors print `error: ...` on stderr and exit with code 2, never a traceback.
+wattgpu.reporting), imported by the command that needs it: `wattgpu --help` and a question answered before
+(wattgpu.planning.answers) import no pandas, catalog or model. Expected errors print `error: ...` on stderr and exit
+with code 2, never a traceback.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 from pathlib import Path
 
 import typer
-from typer.core import TyperGroup
 
 from wattgpu import paths, workload
-from wattgpu.catalogs import edit
-from wattgpu.errors import WattgpuError, os_error_line
-from wattgpu.planning import planner, resolve, service
-from wattgpu.planning.models import ModelSet
-from wattgpu.reporting import console, readme
+from wattgpu.cli.options import (
+    Commands,
+    ConcOpt,
+    DpAttnOpt,
+    EngineOpt,
+    EpOpt,
+    ExpertPrecOpt,
+    JsonOpt,
+    KvPrecOpt,
+    LlmConfigOpt,
+    LlmOpt,
+    ModelsOpt,
+    NGpusOpt,
+    NoCacheOpt,
+    OutputOpt,
+    PpOpt,
+    PrecOpt,
+    PromptOpt,
+    RateOpt,
+    ScenarioHelp,
+    SpecAcceptOpt,
+    SpecDraftOpt,
+    SpecOpt,
+    VersionOpt,
+    engine_flag,
+    user_errors,
+    workload_of,
+)
+from wattgpu.errors import WattgpuError
+from wattgpu.planning import answers
 from wattgpu.stages.worker_cli import search_app
 
-
-class Commands(TyperGroup):
-    """Command names as typed (click passes unknown ones through resolve.engine_flag: `wattgpu tp` got --tp's hint)."""
-
-    def resolve_command(self, ctx, args):
-        normalize, ctx.token_normalize_func = ctx.token_normalize_func, None
-        try:
-            return super().resolve_command(ctx, args)
-        finally:
-            ctx.token_normalize_func = normalize
-
-
 app = typer.Typer(cls=Commands, no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0],
-                  pretty_exceptions_show_locals=False, context_settings={"token_normalize_func": resolve.engine_flag})
+                  pretty_exceptions_show_locals=False, context_settings={"token_normalize_func": engine_flag})
 catalog_app = typer.Typer(cls=Commands, no_args_is_help=True, help="GPU and LLM catalogs: list, show, add.")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(search_app, name="search", cls=Commands)
 
 
-def user_errors(func):
-    """Turn the project's expected errors into `error: ...` + exit 2 (no traceback)."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except WattgpuError as exc:
-            typer.secho(f"error: {exc}", fg="red", err=True)
-            raise typer.Exit(2) from None
-        except OSError as exc:  # a full disk, a directory where a file goes, no permission: one line, no traceback
-            typer.secho(f"error: {os_error_line(exc)}", fg="red", err=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
-
-
-ModelsOpt = typer.Option(None, "--models", envvar="WATTGPU_MODELS",
-                         help="folder holding power/ and itl/ model folders [default: models/]")
-ScenarioHelp = " | ".join(workload.SCENARIOS) + " (needs --rate); or --concurrency N"
-RateOpt = typer.Option(None, "--rate", help="requests per second (Poisson) [default: " + ", ".join(
-    f"{k} {v:g}" for k, v in workload.SERVER_RATES.items()) + "]")
-PromptOpt = typer.Option(None, "--prompt-tokens", help=f"mean prompt tokens [default: {workload.DEFAULTS['prompt_tokens']:g}]")
-OutputOpt = typer.Option(None, "--output-tokens", help=f"mean output tokens [default: {workload.DEFAULTS['output_tokens']:g}]")
-NGpusOpt = typer.Option(None, "--gpus-per-replica", help="GPUs serving one replica, tensor x pipeline parallel (the "
-                        f"request field n_gpus) [default: {workload.DEFAULTS['n_gpus']:g}]")
-ConcOpt = typer.Option(None, "--concurrency", help="requests in flight (a closed batch; beyond the KV cache's fit they wait); or --rate")
-PpOpt = typer.Option(None, "--pipeline-parallel", help="pipeline stages of the replica's GPUs [default: 1]")
-PrecOpt, ExpertPrecOpt, KvPrecOpt, EngineOpt, VersionOpt = (  # --precision ... --engine-version
-    typer.Option(None, "--" + k.replace("_", "-"), help=workload.HELP[k]) for k in workload.HELP)
-# the replica's shape (no source measured it: answered from the physics, flagged): workload.SHAPE_HELP
-EpOpt, SpecOpt, SpecDraftOpt, SpecAcceptOpt = (
-    typer.Option(None, "--" + k.replace("_", "-"), help=workload.SHAPE_HELP[k])
-    for k in ("expert_parallel", "speculative", "spec_draft_tokens", "spec_accept_length"))
-DpAttnOpt = typer.Option(False, "--dp-attention", help=workload.SHAPE_HELP["dp_attention"])
-# workload.workload's arguments, each a predict / recommend option of the same name (but n_gpus: --gpus-per-replica)
-WORKLOAD_OPTIONS = tuple(name for name in inspect.signature(workload.workload).parameters if name != "n_gpus")
-
-
-def _workload(options: dict) -> dict:
-    """The request's workload fields from a command's options (its locals())."""
-    return workload.workload(n_gpus=options["gpus_per_replica"], **{k: options[k] for k in WORKLOAD_OPTIONS})
-
-JsonOpt = typer.Option(False, "--json", help="machine-readable output")
-LlmOpt = typer.Option(None, "--llm", help="a catalog LLM name or alias")
-LlmConfigOpt = typer.Option(None, "--llm-config", exists=True, dir_okay=False, help="a Hugging Face config.json")
-NoCacheOpt = typer.Option(False, "--no-cache", help="do not read or write the prediction cache")
-
-
 @app.command("predict")
 @user_errors
+@answers.remembered("predict", skip=lambda o: o["no_cache"] or o["input_csv"] is not None
+                    or o["output_csv"] is not None)
 def predict_cmd(
     gpu: str = typer.Option(None, "--gpu", help="a catalog GPU name or alias"),
     gpu_spec: Path = typer.Option(None, "--gpu-spec", exists=True, dir_okay=False,
@@ -110,9 +75,13 @@ def predict_cmd(
     levels: list[float] = typer.Option(None, "--level", help="prediction interval level, in percent (80) or as a "
                                        "fraction (0.8), 50-99; repeat for several [default: 80 and 90]"),
     no_cache: bool = NoCacheOpt,
-) -> None:
+) -> str | None:
     """Predict mean power (W per GPU), ITL (ms), tokens/s and energy per token (J) for one GPU, LLM and workload,
     each with its prediction interval at every --level."""
+    from wattgpu.planning import planner, resolve, service
+    from wattgpu.planning.models import ModelSet
+    from wattgpu.reporting import console
+
     fractions = [planner.level_fraction(v, "--level") for v in levels or ()] or list(planner.DEFAULT_LEVELS)
     model_set = ModelSet.load(models)
     if input_csv is not None or output_csv is not None:
@@ -121,14 +90,15 @@ def predict_cmd(
         with console.progress_bar("predicting") as advance:
             done = service.predict_csv(model_set, input_csv, output_csv, progress=advance)
         return typer.echo(done, err=True)
-    w = _workload(locals())
+    w = workload_of(locals())
     answer = service.predict_one(model_set, resolve.gpu_choice(gpu, gpu_spec, model_set.gpus), resolve.llm_choice(
         llm, llm_config, model_set.llms), w, fractions, use_cache=not no_cache)
-    typer.echo(console.predict_json(answer) if as_json else console.predict_text(answer))
+    return (console.predict_json(answer) if as_json else console.predict_text(answer)) + "\n"
 
 
 @app.command("recommend")
 @user_errors
+@answers.remembered("recommend", skip=lambda o: o["no_cache"])
 def recommend_cmd(
     llm: str = LlmOpt, llm_config: Path = LlmConfigOpt,
     scenario: str = typer.Option(None, "--scenario", help=ScenarioHelp), concurrency: float = ConcOpt,
@@ -155,21 +125,22 @@ def recommend_cmd(
     engine_version: str = VersionOpt, expert_parallel: int = EpOpt, dp_attention: bool = DpAttnOpt,
     speculative: str = SpecOpt, spec_draft_tokens: int = SpecDraftOpt, spec_accept_length: float = SpecAcceptOpt,
     as_json: bool = JsonOpt, models: Path = ModelsOpt, no_cache: bool = NoCacheOpt,
-) -> None:
+) -> str:
     """Rank the GPUs that can hold the LLM by --objective (default: energy per million tokens), among those meeting
     --max-itl-ms at the --confidence upper bound and the power budget; energy and costs per million generated
     tokens come with their intervals."""
+    from wattgpu.planning import planner, resolve, service
+    from wattgpu.planning.models import ModelSet
+    from wattgpu.reporting import console
+
     constraints = planner.Constraints(max_itl_ms, planner.level_fraction(confidence, "--confidence"), max_power_w,
                                       power_scope)
     costs = planner.Costs(pue, price_per_kwh, gpu_price_per_hour, objective)
     model_set = ModelSet.load(models)
     names = [n.strip() for n in gpus.split(",") if n.strip()] if gpus is not None else None
-    answer = service.recommend(model_set, resolve.llm_choice(llm, llm_config, model_set.llms), _workload(locals()),
+    answer = service.recommend(model_set, resolve.llm_choice(llm, llm_config, model_set.llms), workload_of(locals()),
                                constraints, names, costs, use_cache=not no_cache)
-    if as_json:
-        typer.echo(console.recommend_json(answer))
-    else:
-        console.print_recommendation(answer)
+    return console.recommend_json(answer) + "\n" if as_json else console.recommendation_text(answer)
 
 
 @app.command("ui")
@@ -186,6 +157,10 @@ def ui_cmd(host: str = typer.Option("127.0.0.1", "--host", help="address to bind
 def precompute_cmd(models: Path = ModelsOpt) -> None:
     """Predict every catalog GPU x LLM x preset (default workload) once per model version, so that `wattgpu
     predict` and `recommend` answer from the cache without loading the models."""
+    from wattgpu.planning import service
+    from wattgpu.planning.models import ModelSet
+    from wattgpu.reporting import console
+
     with console.progress_bar("predicting") as advance:
         total, new, path = service.precompute(ModelSet.load(models), progress=advance)
     typer.echo(f"{total} predictions ({new} new) cached in {path}")
@@ -202,7 +177,7 @@ def casestudy_cmd(
 ) -> None:
     """The paper's case study: measured vs leave-one-GPU-out predicted power and ITL in the server scenarios."""
     from wattgpu.evaluation.casestudy import load_case  # here: the other commands do not need it (~15 ms)
-    from wattgpu.reporting import casestudy
+    from wattgpu.reporting import casestudy, console
     chosen = [m.strip() for m in models.split(",") if m.strip()] if models else None
     table, key = load_case(llm, max_itl_ms, models=chosen)
     if markdown:
@@ -248,6 +223,8 @@ def data_report() -> None:
 def results_cmd(markdown: bool = typer.Option(False, "--markdown", help="the README's generated sections")) -> None:
     """The headline: nested MdAPE of what the search registers beside the paper replica (reports/search/
     verdict.json), and the registered champions (models/registry.json)."""
+    from wattgpu.reporting import console, readme
+
     if markdown:
         return typer.echo(readme.render_all(paths.project_root()), nl=False)
     verdict = json.loads(_report_file(paths.SEARCH_DIR / "verdict.json", "search_leaderboard").read_text())
@@ -259,6 +236,9 @@ def results_cmd(markdown: bool = typer.Option(False, "--markdown", help="the REA
 @user_errors
 def catalog_list(kind: str = typer.Argument("gpus", help="gpus or llms")) -> None:
     """List catalog entries with their key figures."""
+    from wattgpu.planning import resolve
+    from wattgpu.reporting import console
+
     if kind not in ("gpus", "llms"):
         raise WattgpuError(f"kind must be 'gpus' or 'llms', not {kind!r}")
     console.print_catalog((resolve.project_gpus() if kind == "gpus" else resolve.required_llms()).to_frame(), kind)
@@ -268,6 +248,9 @@ def catalog_list(kind: str = typer.Argument("gpus", help="gpus or llms")) -> Non
 @user_errors
 def catalog_show(name: str, as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
     """Show one GPU or LLM (looked up by name or alias) with every field and its source."""
+    from wattgpu.planning import resolve
+    from wattgpu.reporting import console
+
     data = resolve.catalog_entry(name).model_dump(mode="json")
     typer.echo(json.dumps(data, indent=2) if as_json else console.entry_text(data))
 
@@ -280,6 +263,9 @@ def catalog_add_gpu(
     catalog: Path = typer.Option(None, "--catalog", help="the GPU catalog to extend [default: data/catalogs/gpus.yaml]"),
 ) -> None:
     """Validate GPU entries and append them to the GPU catalog (its comments are kept)."""
+    from wattgpu.catalogs import edit
+    from wattgpu.planning import resolve
+
     path, new, total = edit.add_gpus(resolve.entries(resolve.load_yaml(spec_file), spec_file), spec_file.name, catalog)
     typer.echo("".join(f"added {s.key!r} to {path} ({total} GPUs)\n" for s in new) + "`wattgpu predict/recommend` "
                "use its spec now; `dvc repro` picks it up (models retrain when their inputs change).")
@@ -292,6 +278,9 @@ def catalog_add_llm(
     name: str = typer.Option(None, "--name", help="org/model [default: the config's _name_or_path]"),
 ) -> None:
     """Validate a config.json and copy it to data/catalogs/llm_configs/<org>--<name>.json."""
+    from wattgpu.catalogs import edit
+    from wattgpu.planning import resolve
+
     key, _, spec = resolve.read_llm_config(config_file, name)
     dest = edit.add_llm(config_file, key, spec, resolve.project_llms())
     typer.echo(f"added {key!r} as {dest}: {spec.total_params_b:.2f} B parameters (computed from the config), "
