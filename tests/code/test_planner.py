@@ -428,9 +428,10 @@ def test_old_prediction_files_and_code_memos_are_pruned_to_the_newest_few(tmp_pa
 
 def test_a_question_key_changes_with_every_file_and_setting_that_shapes_the_answer(tmp_path, monkeypatch):
     """wattgpu.planning.answers: the same question, files and terminal give the same key; a model file or catalog
-    rewritten, an option, a file option's content, the package's code, the terminal's width each give another; the
-    memo keeps its newest ANSWERS_KEPT answers."""
+    rewritten, an option, a file option's content, the package's code, the terminal's width each give another, a
+    file written beside the script does not; the memo keeps its newest ANSWERS_KEPT answers."""
     import os
+    import sys
 
     from wattgpu.planning import answers
 
@@ -467,6 +468,13 @@ def test_a_question_key_changes_with_every_file_and_setting_that_shapes_the_answ
     monkeypatch.setattr(answers, "package_stamp", lambda: [("wattgpu/cli/__init__.py", 1, 1)])
     keys.append(key())
     assert len(set(keys)) == len(keys) - 1, keys
+    script = tmp_path / "bin"  # the script's folder (sys.path[0]): a file written beside it changes no key
+    script.mkdir()
+    monkeypatch.setattr(sys, "path", [str(script), *sys.path[1:]])
+    beside = key()
+    (script / "answer.txt").write_text("written by the user\n")
+    os.utime(script, ns=(10**18, 10**18 + 10**9))
+    assert key() == beside
 
     monkeypatch.setattr(answers, "ANSWERS_KEPT", 2)
     for i, k in enumerate(keys[2:5]):

@@ -5,8 +5,8 @@ so that the same question asked again is answered without importing pandas, the 
 Everything that shapes an answer is in its key, so that a change is a miss and never a stale answer:
 - the command and every option as parsed (a file option also by its content's hash);
 - the files it reads, by path, size and modification time: the model folder, the project's catalogs
-  (data/catalogs/) and LLM table, the package's modules; the folders Python imports from (installing or upgrading
-  a library changes their modification time); the Python and the project root;
+  (data/catalogs/) and LLM table, the package's modules; the folders Python imports libraries from (installing or
+  upgrading a library changes their modification time); the Python and the project root;
 - what rich reads to draw a table: whether each standard stream is a terminal and its size, and the environment
   variables that set colours and width (RENDER_ENV).
 
@@ -73,10 +73,17 @@ def question_key(command: str, options: dict[str, Any]) -> str:
         "contents": {k: _content(options.get(k)) for k in FILE_OPTIONS},
         "root": str(root), "files": stamps(read), "code": package_stamp(),
         "python": [sys.version, sys.executable],
-        "imports": stamps_of_folders(sys.path),
+        "imports": stamps_of_folders(library_folders()),
         "render": [[_terminal(fd) for fd in (0, 1, 2)], {k: os.environ.get(k) for k in RENDER_ENV}],
     }
     return hashlib.sha256(json.dumps(shaped, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def library_folders() -> list[str]:
+    """The folders Python imports libraries from: sys.path but its first entry where that is the script's folder or
+    the current one (`python -m`, `python -c`: its modification time moves with every file written beside it, and it
+    holds no library a command imports; the package's own modules are stamped file by file)."""
+    return sys.path if sys.flags.safe_path else sys.path[1:]
 
 
 def stamps_of_folders(folders: list[str]) -> list[tuple[str, int]]:
