@@ -10,7 +10,7 @@ pipeline); `pipeline` is a copy of it on which the rest of `dvc repro` runs, onc
 
 `make test` runs the tests in two processes (pytest-xdist): each clone is built once for the whole session, by the
 first process that needs it (the others wait for it). Both clones are read-only to the tests; a test that runs a
-stage or DVC in one works on its own copy (`pipeline_copy`).
+stage or DVC in one works on its own copy (`pipeline_copy` to run DVC, `pipeline_files` a stage's module).
 """
 
 from __future__ import annotations
@@ -145,7 +145,8 @@ def ingested(root, raw_dir, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def pipeline(ingested, tmp_path_factory) -> Path:
     """A copy of the `ingested` clone after the real `dvc repro` on shrunk params (every stage). Read-only to the
-    tests (others read it at the same time): to run a stage or DVC in it, take `pipeline_copy`."""
+    tests (others read it at the same time): to run DVC in it take `pipeline_copy`; a stage's module,
+    `pipeline_files`."""
     from tests.integration.helpers import run
 
     if _reused():
@@ -158,14 +159,24 @@ def pipeline(ingested, tmp_path_factory) -> Path:
     return _built_once(_shared(tmp_path_factory) / "clone", build)
 
 
-@pytest.fixture()
-def pipeline_copy(pipeline, tmp_path) -> Path:
-    """This test's own copy of the `pipeline` clone, to run stages or DVC in, without its MLflow store and Optuna
-    studies (a stage that logs starts a store of its own: the copied store's experiments would point their artifacts
-    into the shared clone)."""
-    dest = tmp_path / "wattgpu"
+def _copy_of(pipeline: Path, dest: Path, dvc_cache: bool) -> Path:
+    """A copy of the `pipeline` clone without its MLflow store and Optuna studies (a stage that logs starts a store of
+    its own: the copied store's experiments would point their artifacts into the shared clone), and without DVC's
+    cache unless `dvc_cache` (a few hundred MB that only DVC commands read)."""
+    skip = {pipeline: ("mlruns", "optuna"), pipeline / ".dvc": () if dvc_cache else ("cache",)}
     shutil.copytree(pipeline, dest, symlinks=True,
-                    ignore=lambda folder, names: [n for n in names if Path(folder) == pipeline
-                                                  and n in ("mlruns", "optuna")])
+                    ignore=lambda folder, names: [n for n in names if n in skip.get(Path(folder), ())])
     (dest / "mlruns").mkdir()
     return dest
+
+
+@pytest.fixture()
+def pipeline_copy(pipeline, tmp_path) -> Path:
+    """This test's own copy of the `pipeline` clone, to run DVC in (_copy_of, DVC's cache included)."""
+    return _copy_of(pipeline, tmp_path / "wattgpu", dvc_cache=True)
+
+
+@pytest.fixture()
+def pipeline_files(pipeline, tmp_path) -> Path:
+    """This test's own copy of the `pipeline` clone's files, to run a stage's module in without DVC (_copy_of)."""
+    return _copy_of(pipeline, tmp_path / "wattgpu", dvc_cache=False)

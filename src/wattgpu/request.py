@@ -625,10 +625,10 @@ def _workload(cols: dict[str, np.ndarray], rows: np.ndarray, errors: _Errors) ->
     _engine_in_version(cols, rows, errors)
     out["engine"] = np.where(pd.notna(cols["engine"]), cols["engine"], DEFAULT_ENGINE).astype(object)
     version = cols["engine_version"]
-    parsed = {v: version_number(v) for v in set(version) if v is not None}
-    errors.add(np.array([v is not None and math.isnan(parsed[v]) for v in version], dtype=bool), rows,
-               "engine_version", lambda i: f"must be a release like '0.11', '0.14.1' or '1.2.0rc1' (an engine written "
-                                           f"apart before it: 'vllm 0.11.0'), got {shown(version[i])}")
+    unread = per_distinct(lambda v: v is not None and math.isnan(version_number(v)), version, dtype=bool)
+    errors.add(unread, rows, "engine_version",
+               lambda i: f"must be a release like '0.11', '0.14.1' or '1.2.0rc1' (an engine written apart before it: "
+                         f"'vllm 0.11.0'), got {shown(version[i])}")
     # vLLM: the newest measured release; an engine no source measured: its current release; others: unstated
     default = np.select([out["engine"] == DEFAULT_ENGINE, np.isin(out["engine"], list(ENGINE_PROXIES))],
                         [DEFAULT_ENGINE_VERSION, [CURRENT_RELEASES.get(e, "") for e in out["engine"]]], "")
@@ -643,8 +643,8 @@ def _engine_in_version(cols: dict[str, np.ndarray], rows: np.ndarray, errors: _E
     is taken off the version, sets `engine` where the request leaves it out, and is an error where it is no engine or
     another engine than `engine` (never read as a release of the wrong engine)."""
     version, engine = cols["engine_version"], cols["engine"]
-    split = {v: engine_in_version(v) for v in set(version) if v is not None}
-    word, bare = (np.array([split[v][j] if v is not None else None for v in version], dtype=object) for j in (0, 1))
+    split = per_distinct(lambda v: (None, None) if v is None else engine_in_version(v), version, dtype=object)
+    word, bare = (np.array([pair[j] for pair in split], dtype=object) for j in (0, 1))
     named = pd.notna(word)
     if not named.any():
         return

@@ -337,14 +337,15 @@ def filled(w: Mapping[str, Any]) -> dict[str, Any]:
                and isinstance(v, str) else v) for k, v in out.items()}
     out.setdefault("expert_precision", out["precision"])
     out.setdefault("kv_precision", default_kv_precision(out["precision"]))
-    word, out["engine_version"] = engine_in_version(out["engine_version"]) if out.get("engine_version") else (None, "")
+    written = out.pop("engine_version", None)
+    word, version = engine_in_version(written) if written else (None, "")
     if word and not w.get("engine"):
         out["engine"] = word
-    if not out["engine_version"]:
-        del out["engine_version"]
-    if "engine_version" not in out and out["engine"] == DEFAULT_ENGINE:
+    if version:
+        out["engine_version"] = version
+    elif out["engine"] == DEFAULT_ENGINE:
         out["engine_version"] = DEFAULT_ENGINE_VERSION
-    elif "engine_version" not in out and out["engine"] in ENGINE_PROXIES:
+    elif out["engine"] in ENGINE_PROXIES:
         out["engine_version"] = CURRENT_RELEASES.get(out["engine"], "")
     if "request_rate_per_s" not in out and SCENARIOS.get(w.get("scenario")) is not None:
         out["request_rate_per_s"] = SCENARIOS[w["scenario"]]

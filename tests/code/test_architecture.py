@@ -154,7 +154,7 @@ def test_the_prediction_cache_fingerprint_covers_the_estimators_code():
 @pytest.mark.slow
 @pytest.mark.parametrize("stage, args", [("catalog", []), ("ingest", []), ("tables", []),
                                          ("search_leaderboard", []), ("casestudy", [])])
-def test_a_stage_run_imports_only_fingerprinted_code_and_reads_only_declared_deps(pipeline_copy, stage, args):
+def test_a_stage_run_imports_only_fingerprinted_code_and_reads_only_declared_deps(pipeline_files, stage, args):
     """Run the stage in a copy of the test pipeline's clone with an audit hook: every wattgpu module it imports is
     in its fingerprint, and every project file it opens for reading is one of its dvc.yaml deps (or params.yaml)."""
     import json
@@ -163,7 +163,7 @@ def test_a_stage_run_imports_only_fingerprinted_code_and_reads_only_declared_dep
 
     from tests.integration.helpers import env
 
-    pipeline = pipeline_copy
+    pipeline = pipeline_files
     probe = pipeline / f"probe-{stage}.json"
     script = (
         "import json, os, runpy, sys\n"
