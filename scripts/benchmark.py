@@ -136,7 +136,9 @@ def serving(args, batch: list[dict]) -> None:
 
 
 def in_process(batch: list[dict]) -> None:
-    """The same champions in this process (serving.app.load_champions): rows/s, and the validator's share."""
+    """The same champions in this process (serving.app.load_champions): rows/s, and where the time goes: validation
+    (request.validate_batch), features (features.engineer), the models and their bands (Predictor.predict_rows, less
+    the features it builds), and the rest (the answer spread over the input rows, nulls for JSON, MLflow's wrapper)."""
     from wattgpu.serving.app import champion_uris, load_champions
 
     model = load_champions(champion_uris())
@@ -144,13 +146,18 @@ def in_process(batch: list[dict]) -> None:
     print("== in process (both champions, pyfunc predict) ==")
     for rows in (batch[:1], batch[1:2], batch):
         frame = pd.DataFrame(rows)
+        valid = predictor.validate_batch(frame).rows
         model.predict(frame)
         n = 15 if len(rows) > 1 else 50  # medians of enough runs that a lingering process (the server) does not set them
-        took = _median_seconds(lambda: model.predict(frame), n)
-        validate = _median_seconds(lambda: predictor.validate(frame), n)
+        took = _median_seconds(lambda frame=frame: model.predict(frame), n)
+        parts = {"validation": _median_seconds(lambda frame=frame: predictor.validate_batch(frame), n),
+                 "features": _median_seconds(lambda valid=valid: predictor.features(valid), n)}
+        parts["models and bands"] = _median_seconds(lambda valid=valid: predictor.predict_rows(valid), n) \
+            - parts["features"]
+        parts["the rest"] = took - sum(parts.values())
         what = f"1 row ({rows[0]['scenario']})" if len(rows) == 1 else f"{len(rows):,} rows"
         print(f"{what}: {took * 1e3:.1f} ms, {len(rows) / took:,.0f} rows/s; "
-              f"validation {validate * 1e3:.1f} ms ({validate / took:.0%})")
+              + ", ".join(f"{k} {v * 1e3:.1f} ms ({v / took:.0%})" for k, v in parts.items()))
 
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"

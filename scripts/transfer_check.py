@@ -4,7 +4,8 @@ GPU and the LLM both out of training) held out, every held-out row asked through
 (modeling.predictor.served_predictions: a Poisson load's requests in flight solved by an ITL model fitted on the same
 training rows; a power model's step time also from the latency-only rows the fold may learn from,
 evaluation.cv.fit_fold, unless --no-step-rows). Prints MdAPE % per source (or per GPU, --by gpu, per engine
-family, --by engine, or per tensor-parallel degree, --by tensor_parallel) and pooled: power beside the 0.9 x TDP
+family, --by engine, per tensor-parallel degree, --by tensor_parallel, or per load, --by load: a closed batch's
+requests in flight in buckets, Poisson arrivals apart) and pooled: power beside the 0.9 x TDP
 baseline, ITL beside the unfitted decode-step physics (`itl_physics_s`). No tuning, no selection: a quick look at
 how a candidate transfers, not the nested figures of `dvc repro` (reports/search/by_source.csv).
 
@@ -52,6 +53,13 @@ def median_ratio(y: np.ndarray, pred: np.ndarray) -> float:
     return float(np.median(pred / y))
 
 
+def load_bucket(rows: pd.DataFrame) -> np.ndarray:
+    """A row's load for the table: Poisson arrivals, or a closed batch's requests in flight in buckets."""
+    c = rows["concurrency"].to_numpy(dtype=float)
+    closed = np.select([c <= 8, c <= 32, c <= 128, c <= 256], ["c<=8", "c 9-32", "c 33-128", "c 129-256"], "c>256")
+    return np.where(rows["request_rate_per_s"].notna().to_numpy(), "poisson", closed)
+
+
 def held_out(rows: pd.DataFrame, regime: str, root) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(group, training mask, test mask) per held-out group: a lab, a GPU or an engine generation out of training (the
     regime's folds, evaluation.cv.folds), or a LOPO pair's GPU and LLM both out (its test rows: that pair's)."""
@@ -82,9 +90,10 @@ def main() -> None:
                         help="power: workload steppower lightgbm (default); ITL: workload")
     parser.add_argument("--trial", type=int, default=0,
                         help="which of each candidate's first_trials in params.yaml (its last where it has fewer)")
-    parser.add_argument("--by", default="source", choices=["source", "gpu", "engine", "tensor_parallel"],
-                        help="the table's columns: MdAPE per source (default), per GPU, per engine family or per "
-                             "tensor-parallel degree")
+    parser.add_argument("--by", default="source", choices=["source", "gpu", "engine", "tensor_parallel", "load"],
+                        help="the table's columns: MdAPE per source (default), per GPU, per engine family, per "
+                             "tensor-parallel degree or per load (a closed batch's requests in flight, bucketed; "
+                             "Poisson arrivals apart)")
     parser.add_argument("--ratio", action="store_true",
                         help="the median of predicted / measured per cell instead of MdAPE (which way a group misses)")
     parser.add_argument("--no-step-rows", action="store_true",
@@ -101,6 +110,8 @@ def main() -> None:
     seed = params.base.seed
     itl_set, itl_hp = first_trial(params, params.search.default_algorithm)
     y = target[COLUMN[args.target]].to_numpy(dtype=float)
+    if args.by == "load":
+        target = target.assign(load=load_bucket(target))
     table = []
     for regime in args.regimes:
         pred = {c: np.full(len(target), np.nan) for c in candidates}

@@ -41,3 +41,9 @@ def resolve(path: Path | str, root: Path | None = None) -> Path:
     """Make `path` absolute against the project root (DVC may run stages from other folders)."""
     p = Path(path)
     return p if p.is_absolute() else (root or project_root()) / p
+
+
+def models_folder(folder: Path | str | None = None, root: Path | None = None) -> Path:
+    """The folder the served models are loaded from: `folder` where given, else MODELS_DIR, under the project root
+    (the planner's --models; the answer memo stamps the same folder)."""
+    return resolve(folder if folder is not None else MODELS_DIR, root)

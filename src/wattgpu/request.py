@@ -69,6 +69,7 @@ from pydantic import ConfigDict, Field, Strict, StringConstraints, TypeAdapter, 
 from typing_extensions import NotRequired, TypedDict
 
 from wattgpu import fields, physics
+from wattgpu.arrays import frame as block_frame
 from wattgpu.arrays import per_distinct
 from wattgpu.catalogs.base import normalize_name
 from wattgpu.errors import UnknownNameError, WattgpuError, shown
@@ -382,8 +383,7 @@ def validate_batch(requests: pd.DataFrame | list[Mapping], gpus, llms) -> Valida
     keep = ~np.isin(rows, list(errors.rows()))
     out, rows = {k: v[keep] for k, v in out.items()}, rows[keep]
     _offline_concurrency(out)
-    frame = pd.DataFrame(out, columns=_COLUMNS)
-    return Validated(frame, rows, tuple(sorted(errors.items, key=lambda e: e.row)), n)
+    return Validated(block_frame(out, _COLUMNS), rows, tuple(sorted(errors.items, key=lambda e: e.row)), n)
 
 
 def validate(requests: pd.DataFrame | list[Mapping], gpus, llms) -> pd.DataFrame:

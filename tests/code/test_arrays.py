@@ -7,7 +7,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wattgpu.arrays import floats, per_distinct, text
+from wattgpu.arrays import floats, frame, per_distinct, text
 
 _CELLS = st.sampled_from(["vllm", "sglang", "0.14.1", "", None, float("nan"), 1.0, 2.5])
 
@@ -42,3 +42,35 @@ def test_text_and_floats():
     np.testing.assert_array_equal(floats(pd.Series([1, 2], dtype="int64")), [1.0, 2.0])
     np.testing.assert_array_equal(floats(pd.Series([True, False])), [1.0, 0.0])
     np.testing.assert_array_equal(floats(pd.Series(["1.5", "x", None], dtype=object)), [1.5, np.nan, np.nan])
+
+
+_KINDS = {  # an array kind -> cells of it
+    "float": st.floats(allow_nan=True, allow_infinity=True),
+    "bool": st.booleans(),
+    "int": st.integers(-2**40, 2**40),
+    "object": st.one_of(st.none(), st.text(max_size=3), st.floats(allow_nan=True), st.integers(0, 9)),
+    "str": st.text(max_size=3),  # numpy text: not stacked, handed to pandas as it is
+}
+_DTYPES = {"float": float, "bool": bool, "int": np.int64, "object": object, "str": str}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 4).flatmap(lambda n: st.lists(
+    st.sampled_from(sorted(_KINDS)).flatmap(lambda k: st.lists(_KINDS[k], min_size=n, max_size=n).map(
+        lambda cells, k=k: np.array(cells, dtype=_DTYPES[k]))), min_size=1, max_size=8)),
+    st.randoms(use_true_random=False))
+def test_frame_is_the_frame_pandas_builds_from_the_dict(arrays, rnd):
+    columns = {f"c{i}": a for i, a in enumerate(arrays)}
+    order = list(columns)
+    rnd.shuffle(order)
+    index = pd.RangeIndex(10, 10 + len(arrays[0]))
+    pd.testing.assert_frame_equal(frame(columns, order, index=index),
+                                  pd.DataFrame(columns, columns=order, index=index), check_exact=True)
+    pd.testing.assert_frame_equal(frame(columns), pd.DataFrame(columns), check_exact=True)
+
+
+def test_frame_stacks_one_block_per_dtype():
+    columns = {"a": np.array([1.0]), "b": np.array(["x"], dtype=object), "c": np.array([2.0]), "d": np.array([True])}
+    built = frame(columns, ["d", "c", "b", "a"])
+    assert list(built.columns) == ["d", "c", "b", "a"] and built["c"].iloc[0] == 2.0
+    assert built._mgr.nblocks == 3  # floats together, not a block per column as a dict makes

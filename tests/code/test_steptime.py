@@ -76,3 +76,22 @@ def test_reused_fits_are_the_fits(rows, one_thread):
     assert len(steptime._SOLVED) == 1  # no second solve
     np.testing.assert_array_equal(again.pipeline_.named_steps["model"].theta_, first.theta_)
     np.testing.assert_array_equal(one_thread[1].theta_, first.theta_)  # another cold fit gives the same weights
+
+
+def test_the_booster_answers_as_the_regressor_does():
+    """modeling.boosting.predict reads the trees the way LGBMRegressor.predict does, bit for bit, on a real fit (a
+    FIXTURE of random inputs); a matrix of the wrong width is refused."""
+    from lightgbm import LGBMRegressor
+
+    from wattgpu.modeling import boosting
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 6))
+    y = X[:, 0] * 2 + np.sin(X[:, 1]) + rng.normal(scale=0.1, size=400)
+    model = LGBMRegressor(n_estimators=60, num_leaves=7, verbose=-1, n_jobs=1, deterministic=True,
+                          force_row_wise=True).fit(X, y)
+    ask = np.vstack([rng.normal(size=(50, 6)), np.full((1, 6), np.nan)])  # NaN goes down the trees' default side
+    np.testing.assert_array_equal(boosting.predict(model, ask), model.predict(ask))
+    assert np.ptp(boosting.predict(model, ask)) > 1.0  # the trees answer, not a constant
+    with pytest.raises(ValueError, match="6 columns"):
+        boosting.predict(model, ask[:, :5])

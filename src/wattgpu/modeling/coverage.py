@@ -229,7 +229,7 @@ def outside_mask(rows: pd.DataFrame, ranges: Mapping[str, list],
         if qualifier:
             kind = "family" if col == VERSION else "generation"
             if kind not in owner:
-                labels = (np.array([answering_family(e) for e in engine], dtype=object) if kind == "family"
+                labels = (per_distinct(answering_family, engine, dtype=object) if kind == "family"
                           else generations(rows))
                 owner[kind] = (labels, set(labels))
             labels, present = owner[kind]

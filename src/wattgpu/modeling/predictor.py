@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
+from wattgpu.arrays import frame
 from wattgpu.features import accelerator_families, engineer, has_replica_shape, replica_shape_ratio, with_concurrency
 from wattgpu.modeling import coverage, intervals
 from wattgpu.modeling.targets import TARGETS
@@ -75,17 +76,18 @@ def refeatured(itl, featured: pd.DataFrame):
 
 
 def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray,
-                    overloaded: np.ndarray | None = None) -> pd.DataFrame:
+                    overloaded: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Throughput and energy per token from predicted power (per GPU) and per-request ITL, tied through the
     sequences decoding (Little's law): system tokens/s = min(requests in flight, running sequences) / ITL;
     `tokens_per_s` is one running stream's, 1 / ITL; energy per token = W per GPU x GPUs / system tokens/s
-    (physics.energy_per_token_j). `overloaded`: per row, whether its arrivals outpace the replica (default: none)."""
+    (physics.energy_per_token_j). `overloaded`: per row, whether its arrivals outpace the replica (default: none).
+    OUTPUT_COLUMNS -> an array each."""
     concurrency = rows["concurrency"].to_numpy(dtype=float)
     # the sequences each step decodes (features: physics.running_sequences); requests beyond them wait their turn
     running = rows["running_sequences"].to_numpy(dtype=float) if "running_sequences" in rows else concurrency
     system_tps = np.minimum(concurrency, running) / itl_s
-    return pd.DataFrame({
-        "power_w": power_w,
+    return {
+        "power_w": np.asarray(power_w, dtype=float),
         "itl_s": itl_s,
         "itl_ms": itl_s * 1e3,
         "tokens_per_s": 1.0 / itl_s,
@@ -93,7 +95,7 @@ def derived_outputs(rows: pd.DataFrame, power_w: np.ndarray, itl_s: np.ndarray,
         "energy_per_token_j": physics.energy_per_token_j(power_w, rows["n_gpus"].to_numpy(dtype=float), system_tps),
         "concurrency": concurrency,
         "overloaded": np.zeros(len(rows), bool) if overloaded is None else np.asarray(overloaded, dtype=bool),
-    })
+    }
 
 
 @dataclass
@@ -155,18 +157,16 @@ class Predictor:
         if overloaded.any():
             overloaded[overloaded] = (_demand(rows[overloaded]) * itl[overloaded]
                                       > _cap(rows[overloaded]) * (1 + 1e-6))
-        out = derived_outputs(rows, power, itl, overloaded)
-        out = pd.concat([out, self.intervals(rows, out)], axis=1)
-        out.insert(0, "gpu", rows["gpu"].to_numpy())
-        out.insert(1, "llm", rows["llm"].to_numpy())
-        out.insert(2, "scenario", rows["scenario_label"].to_numpy())
-        return out
+        point = derived_outputs(rows, power, itl, overloaded)
+        return frame({"gpu": rows["gpu"].to_numpy(), "llm": rows["llm"].to_numpy(),
+                      "scenario": rows["scenario_label"].to_numpy(), **point, **self.intervals(rows, point)})
 
-    def intervals(self, rows: pd.DataFrame, point: pd.DataFrame) -> pd.DataFrame:
+    def intervals(self, rows: pd.DataFrame, point: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """INTERVAL_COLUMNS for featured rows at each row's `level` (modeling.intervals): power and ITL from their
         conformal scores; throughput from the ITL bounds through the requests in flight (a Poisson load below the
         engine's cap serves its arrivals whatever the ITL: no band); energy per token combines the power and
-        throughput bounds (conservative: both at their worst). NaN bounds: no calibration, or the model abstains."""
+        throughput bounds (conservative: both at their worst). NaN bounds: no calibration, or the model abstains.
+        `point`: derived_outputs' arrays; returns INTERVAL_COLUMNS -> an array each."""
         n = len(rows)
         level = (rows["level"] if "level" in rows else pd.Series(intervals.DEFAULT_LEVEL, index=rows.index))
         level = level.to_numpy(dtype=float)
@@ -187,7 +187,7 @@ class Predictor:
             if cal is not None and target in self.models:
                 extrap = coverage.outside_mask(rows, self.training_ranges.get(target, {}))
                 novel = intervals.novel_family(rows, cal.families, family) if cal.families else np.zeros(n, dtype=bool)
-                y = point[column].to_numpy(float)
+                y = np.asarray(point[column], dtype=float)
                 low, high = TARGETS[target].limits(rows)
                 if target == "itl":  # the replica's shape scales the step the floor bounds (speculation: below it)
                     low = low * ratio
@@ -198,24 +198,24 @@ class Predictor:
                     lo[at], hi[at] = intervals.band(y[at], q, (low[at], high[at]))
                 for i in np.flatnonzero(extrap & ~novel):
                     notes[i].append(f"{target} wider: extrapolating")
-                for i in np.flatnonzero(~np.isfinite(lo) & np.isfinite(point[column].to_numpy(float))):
+                for i in np.flatnonzero(~np.isfinite(lo) & np.isfinite(y)):
                     notes[i].append(intervals.abstain_reason(target, family[i]) if novel[i] else
                                     f"{target} abstains: too few calibration rows this far out for a "
                                     f"{intervals.level_key(level[i])} % interval")
             out[f"{column}_lo"], out[f"{column}_hi"] = lo, hi
         out["itl_ms_lo"], out["itl_ms_hi"] = out["itl_s_lo"] * 1e3, out["itl_s_hi"] * 1e3
-        concurrency = point["concurrency"].to_numpy(float)
+        concurrency = np.asarray(point["concurrency"], dtype=float)
         if "running_sequences" in rows:
             concurrency = np.minimum(concurrency, rows["running_sequences"].to_numpy(float))
-        arrivals = rows["request_rate_per_s"].notna().to_numpy() & ~point["overloaded"].to_numpy(bool)
-        tps = point["system_tokens_per_s"].to_numpy(float)
+        arrivals = rows["request_rate_per_s"].notna().to_numpy() & ~np.asarray(point["overloaded"], dtype=bool)
+        tps = np.asarray(point["system_tokens_per_s"], dtype=float)
         out["system_tokens_per_s_lo"] = np.where(arrivals, tps, concurrency / out["itl_s_hi"])
         out["system_tokens_per_s_hi"] = np.where(arrivals, tps, concurrency / out["itl_s_lo"])
         gpus = rows["n_gpus"].to_numpy(float)
         out["energy_per_token_j_lo"] = physics.energy_per_token_j(out["power_w_lo"], gpus, out["system_tokens_per_s_hi"])
         out["energy_per_token_j_hi"] = physics.energy_per_token_j(out["power_w_hi"], gpus, out["system_tokens_per_s_lo"])
-        out["interval"] = ["; ".join(sorted(set(n_))) for n_ in notes]
-        return pd.DataFrame(out, columns=list(INTERVAL_COLUMNS))
+        out["interval"] = np.array(["; ".join(sorted(set(n_))) for n_ in notes], dtype=object).reshape(n)
+        return {c: out[c] for c in INTERVAL_COLUMNS}
 
     def _half_widths(self, target: str, level: float) -> np.ndarray:
         """The log-scale half-width at `level` per (workload group, extrapolating) bin, index group x 2 +

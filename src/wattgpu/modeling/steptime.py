@@ -28,6 +28,8 @@ from scipy.sparse.linalg import LinearOperator
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from wattgpu.modeling import boosting
+
 # The terms, by the feature names (features.WORKLOAD_ITL) that hold log T_k; `batch` marks the per-sequence terms.
 # Tensor parallelism's all-reduces (features' `comm_step_per_sequence_s`) are in the unfitted physics
 # (`itl_physics_s`) but not a fitted term: as one, its weight (nonzero on multi-GPU rows only) bent the fit and a held-out
@@ -230,7 +232,7 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "theta_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         terms, w, z = self._split(X)
-        return self._log_physics(terms, w) + self.boost_.predict(z)
+        return self._log_physics(terms, w) + boosting.predict(self.boost_, z)
 
     def at_context(self, X):
         """(positions, X') -> predict(X') for rows `positions` of X whose context z is unchanged in X' (only the
@@ -238,7 +240,7 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
         computed once for every row of X (the Poisson fixed point asks the same rows at many requests in flight)."""
         check_is_fitted(self, "theta_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        boost = self.boost_.predict(self._split(X)[2])
+        boost = boosting.predict(self.boost_, self._split(X)[2])
 
         def predict(positions: np.ndarray, moved: np.ndarray) -> np.ndarray:
             terms, w, _ = self._split(moved)

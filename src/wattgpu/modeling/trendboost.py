@@ -9,6 +9,8 @@ from sklearn.linear_model import Ridge
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from wattgpu.modeling import boosting
+
 
 class TrendBoost(RegressorMixin, BaseEstimator):
     """A ridge trend on standardised inputs plus LightGBM on what the trend leaves.
@@ -68,7 +70,7 @@ class TrendBoost(RegressorMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        return self._trend(X) + self.boost_.predict(X)
+        return self._trend(X) + boosting.predict(self.boost_, X)
 
     def _trend(self, X: np.ndarray) -> np.ndarray:
         if self.trend_ is None:

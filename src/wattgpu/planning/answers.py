@@ -65,7 +65,7 @@ def question_key(command: str, options: dict[str, Any]) -> str:
     """The key of a question: its command, options and everything else that shapes its answer (the module's
     docstring)."""
     root = paths.project_root()
-    models = paths.resolve(options["models"] if options.get("models") is not None else paths.MODELS_DIR, root)
+    models = paths.models_folder(options.get("models"), root)
     read = [*_folder_files(models), *_folder_files(root / paths.CATALOG_DIR), root / paths.LLM_CATALOG_TABLE]
     shaped = {
         "command": command,

@@ -30,7 +30,7 @@ class ModelSet:
 
     @classmethod
     def load(cls, folder: Path | None = None) -> ModelSet:
-        folder = paths.resolve(folder if folder is not None else paths.MODELS_DIR)
+        folder = paths.models_folder(folder)
         for t in TARGET_DIRS:
             if not (folder / t / META).exists():
                 raise WattgpuError(f"no {t} model at {folder / t}: run `dvc repro` (the register stage writes "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib.metadata import version as package_version
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
 from mlflow.types.schema import ColSpec, Schema
 
 from wattgpu import fields, workload
+from wattgpu.arrays import frame
 from wattgpu.modeling.predictor import joined
 from wattgpu.modeling.store import load_predictor
 from wattgpu.request import MAX_LISTED_ERRORS, BatchRequestError, RequestError
@@ -74,15 +75,16 @@ class WattgpuModel(mlflow.pyfunc.PythonModel):
             _logger.exception("prediction failed")
             raise MlflowException("internal error while predicting; the server log has the details",
                                   error_code=INTERNAL_ERROR) from None
-        return with_nulls(out[list(output_columns(self.target))])
+        return with_nulls(out, output_columns(self.target))
 
 
-def with_nulls(answer: pd.DataFrame) -> pd.DataFrame:
-    """The answer with None where a value is missing (a rejected row's predictions, a bound where the model
-    abstains) or not finite: MLflow writes None as JSON null, but NaN as a bare `NaN`, which strict JSON parsers
-    (browsers, jq) refuse. Only the columns holding such a value change (to object); whole columns at once."""
-    columns, changed = {}, False
-    for c in answer.columns:
+def with_nulls(answer: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """The answer's `columns` (default: all) with None where a value is missing (a rejected row's predictions, a
+    bound where the model abstains) or not finite: MLflow writes None as JSON null, but NaN as a bare `NaN`, which
+    strict JSON parsers (browsers, jq) refuse. Only the columns holding such a value change (to object); whole
+    columns at once, the frame built once (arrays.frame)."""
+    out = {}
+    for c in answer.columns if columns is None else columns:
         values = answer[c].to_numpy()
         if values.dtype.kind == "f":
             bad = ~np.isfinite(values)
@@ -92,9 +94,9 @@ def with_nulls(answer: pd.DataFrame) -> pd.DataFrame:
             bad = None
         if bad is not None and bad.any():
             values = values.astype(object)
-            values[bad], changed = None, True
-        columns[c] = values
-    return pd.DataFrame(columns, index=answer.index, copy=False) if changed else answer
+            values[bad] = None
+        out[c] = values
+    return frame(out, index=answer.index)
 
 
 def as_requests(model_input):
