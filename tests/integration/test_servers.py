@@ -78,12 +78,16 @@ def test_two_workers_share_one_study_and_a_killed_workers_trial_fails(postgres, 
     kept = start([wattgpu, "search", "worker", "--regime", "best"], env, tmp_path / "kept.log")
     killed = start([sys.executable, "-m", "wattgpu.stages.search", "worker", "best"], env, tmp_path / "killed.log")
     victim = f"{socket.gethostname()}:{killed.pid}"
+    # the kill lands mid-fit: once the victim's trial holds all its parameters (a kill between two of its suggestions
+    # leaves a trial with some, whose retry keeps those and samples the rest, which is not the retry checked below)
+    space = yaml.safe_load((project / "params.yaml").read_text())["search"]["algorithms"]["workload"]["space"]
     try:
         deadline, shot = time.monotonic() + 90, None
         while time.monotonic() < deadline and shot is None and killed.poll() is None:
             for name in optuna.get_all_study_names(storage):
                 running = optuna.load_study(study_name=name, storage=storage).get_trials(states=(TrialState.RUNNING,))
-                shot = next((t.number for t in running if t.user_attrs.get("worker") == victim), None)
+                shot = next((t.number for t in running if t.user_attrs.get("worker") == victim
+                             and set(t.params) == set(space)), None)
             time.sleep(0.1)
         assert shot is not None, f"the second worker ran no trial:\n{(tmp_path / 'killed.log').read_text()[-3000:]}"
         os.killpg(killed.pid, signal.SIGKILL)  # mid-trial
