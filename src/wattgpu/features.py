@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.arrays import per_distinct, text
+from wattgpu.arrays import frame, per_distinct, text
 from wattgpu.workload import (
     DEFAULT_ENGINE,
     MAX_OUTPUT_TOKENS,
@@ -178,14 +178,8 @@ class _Columns(dict):
     def joined(self) -> pd.DataFrame:
         """The frame with the built columns (a new frame; the input untouched)."""
         built = {k: v for k, v in self.items() if k not in self.frame}
-        n = len(self.frame)
-        if all(np.shape(v) == (n,) and np.asarray(v).dtype == np.float64 for v in built.values()):
-            # one float block: a frame built from a dict checks each column apart (most of a small request's time)
-            block = np.column_stack(list(built.values())) if built else np.empty((n, 0))
-            new = pd.DataFrame(block, index=self.frame.index, columns=list(built), copy=False)
-        else:
-            new = pd.DataFrame(built, index=self.frame.index)
-        out = pd.concat([self.frame, new], axis=1)
+        # one block per dtype (arrays.frame): a frame built from a dict checks each column apart
+        out = pd.concat([self.frame, frame(built, index=self.frame.index)], axis=1)
         for k in self.keys() - built.keys():
             out[k] = self[k]
         return out
