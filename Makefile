@@ -49,10 +49,11 @@ verify-lock: setup
 	$(BIN)/python scripts/verify_main.py --lock-only
 
 PORT ?= 5000
-WORKERS ?= 1
-## Serve both champions on http://127.0.0.1:$(PORT)/invocations (power and ITL in one answer; PORT=..., WORKERS=...).
+WORKERS ?=
+## Serve both champions on http://127.0.0.1:$(PORT)/invocations (power and ITL in one answer; PORT=..., WORKERS=...:
+## worker processes, by default one per usable CPU, at most 8).
 serve: setup
-	$(BIN)/python -m wattgpu.serving.app --port $(PORT) --workers $(WORKERS)
+	$(BIN)/python -m wattgpu.serving.app --port $(PORT)$(if $(WORKERS), --workers $(WORKERS))
 
 UI_PORT ?= 8765
 ## The planner page on http://127.0.0.1:$(UI_PORT) (ask, compare GPUs, recommend), answered by the champions in models/.

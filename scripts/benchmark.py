@@ -279,7 +279,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=16, help="concurrent HTTP clients")
     parser.add_argument("--duration", type=float, default=60, help="seconds of load in all (half 1-row, half batch)")
-    parser.add_argument("--workers", type=int, default=1, help="server worker processes")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="server worker processes (default: `make serve`'s, one per usable CPU, at most 8)")
     parser.add_argument("--batch", type=int, default=1000, help="rows per request for the throughput figures")
     parser.add_argument("--stages", nargs="*", default=None, metavar="STAGE",
                         help="time `dvc repro -f -s` for these stages (none named: every stage)")
@@ -289,6 +290,10 @@ def main() -> None:
                         help="a git revision: its code's serving and in-process figures, then this tree's")
     parser.add_argument("--label", help=argparse.SUPPRESS)  # --against's: which side, and the package it imported
     args = parser.parse_args()
+    if args.workers is None:
+        from wattgpu.serving.app import default_workers
+
+        args.workers = default_workers()
     if args.against:
         return against(args)
     batch = batch_requests(args.batch)

@@ -313,6 +313,34 @@ def test_a_huge_whole_number_is_refused_naming_its_field_and_row(form, field, di
     assert f"row {row}, field {field!r}" in exc.value.message and f"{digits:,}-digit" in exc.value.message
 
 
+@given(st.lists(st.tuples(st.integers(0, 700), st.sampled_from([b",", b" ", b".", b"e", b"-", b"\xd9\xa3", b"a"])),
+                max_size=6))
+def test_a_long_number_is_found_exactly_where_a_run_of_that_many_digits_is(runs):
+    """has_long_number (translate and a substring search) against the regular expression it replaced: a run of
+    LONG_DIGITS ASCII digits or more, wherever it sits (a non-ASCII digit, as Arabic-Indic three, is no digit)."""
+    import re
+
+    from wattgpu.serving.app import LONG_DIGITS, has_long_number
+
+    body = b"".join(b"7" * n + sep for n, sep in runs)
+    assert has_long_number(body) == bool(re.search(rb"[0-9]{%d}" % LONG_DIGITS, body))
+
+
+def test_the_server_starts_one_worker_per_usable_cpu_and_refuses_none():
+    """By default one worker per CPU the process may run on (its affinity, not the machine's count); `--workers 0` is
+    refused before any model is loaded."""
+    import subprocess
+    import sys
+
+    probe = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+             "from wattgpu.serving.app import default_workers; print(default_workers())")
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True).stdout.strip() == "1"
+    refused = subprocess.run([sys.executable, "-m", "wattgpu.serving.app", "--workers", "0"], capture_output=True,
+                             text=True, timeout=60, check=False)
+    assert refused.returncode == 2 and "--workers must be at least 1, got 0" in refused.stderr
+
+
 WORD = st.text(st.characters(whitelist_categories=("L",)), min_size=1, max_size=8).filter(
     lambda w: w.strip().lower() not in ("nan", "na", "null", "none", "inf", "infinity", "n", "nat"))
 
