@@ -14,6 +14,7 @@ how a candidate transfers, not the nested figures of `dvc repro` (reports/search
     python scripts/transfer_check.py --target itl --regimes loso --by engine   # where a held-out lab's ITL misses
     python scripts/transfer_check.py --target itl --regimes loso --by tensor_parallel  # multi-GPU rows apart
     python scripts/transfer_check.py --target itl --regimes loso --by gpu --ratio  # which way: too slow or too fast
+    python scripts/transfer_check.py --target itl --regimes loso --by load --terms  # which part of the step misses
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from wattgpu.config import Regime
 from wattgpu.evaluation import baselines
 from wattgpu.evaluation.cv import fit_fold, folds
 from wattgpu.evaluation.runner import step_rows, target_rows
+from wattgpu.modeling import boosting
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.predictor import served_predictions
 from wattgpu.stages.search import context, physics_itl_as_served
@@ -58,6 +60,27 @@ def load_bucket(rows: pd.DataFrame) -> np.ndarray:
     c = rows["concurrency"].to_numpy(dtype=float)
     closed = np.select([c <= 8, c <= 32, c <= 128, c <= 256], ["c<=8", "c 9-32", "c 33-128", "c 129-256"], "c>256")
     return np.where(rows["request_rate_per_s"].notna().to_numpy(), "poisson", closed)
+
+
+def step_terms(model, served: pd.DataFrame) -> dict[str, np.ndarray]:
+    """What a fitted step-time ITL model (the `workload` candidate: modeling.steptime) adds up for each served row: per
+    decode-step term k its physical time T_k (s, at the row's running sequences), its learned weight exp(theta_k . z)
+    and the weighted time, and the boosted factor exp(g(z)) that multiplies their sum (before the floor the target
+    clips to). Reads the fitted model's attributes as StepTimeRegressor.predict does."""
+    from wattgpu.modeling.estimator import as_measured_release
+    from wattgpu.modeling.steptime import TERMS
+
+    reg, prep = model.pipeline_.named_steps["model"], model.pipeline_.named_steps["prep"]
+    x = prep.transform(model._frame(as_measured_release(served, model.measured_releases_)))
+    log_t, w, z = reg._split(x)
+    z1 = np.column_stack([np.ones(len(w)), (np.clip(w, reg.low_, reg.high_) - reg.mean_) / reg.scale_])
+    log_w = z1 @ reg.theta_.reshape(len(TERMS), -1).T
+    out = {"boosted factor": np.exp(boosting.predict(reg.boost_, z))}
+    for k, term in enumerate(TERMS):
+        name = term.removeprefix("log_").removesuffix("_s")
+        out[f"{name} ms"], out[f"{name} weight"] = np.exp(log_t[:, k]) * 1e3, np.exp(log_w[:, k])
+        out[f"{name} weighted ms"] = np.exp(log_t[:, k] + log_w[:, k]) * 1e3
+    return out
 
 
 def held_out(rows: pd.DataFrame, regime: str, root) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -96,9 +119,15 @@ def main() -> None:
                              "Poisson arrivals apart)")
     parser.add_argument("--ratio", action="store_true",
                         help="the median of predicted / measured per cell instead of MdAPE (which way a group misses)")
+    parser.add_argument("--terms", action="store_true",
+                        help="ITL: per column of --by, the medians of each decode-step term's physical time, its "
+                             "learned weight and their product, and of the boosted factor (modeling.steptime), beside "
+                             "the measured and predicted ITL: where in the step a held-out group's miss comes from")
     parser.add_argument("--no-step-rows", action="store_true",
                         help="steppower's step time from the power rows only (as before the latency-only rows joined)")
     args = parser.parse_args()
+    if args.terms and args.target != "itl":
+        parser.error("--terms decomposes the ITL model's decode step: give --target itl")
     warnings.filterwarnings("ignore", category=UserWarning)
     root = paths.project_root()
     ctx = context(root, with_idle_power=False)  # the search stages' own rows: no measured idle power
@@ -112,7 +141,7 @@ def main() -> None:
     y = target[COLUMN[args.target]].to_numpy(dtype=float)
     if args.by == "load":
         target = target.assign(load=load_bucket(target))
-    table = []
+    table, terms = [], {}
     for regime in args.regimes:
         pred = {c: np.full(len(target), np.nan) for c in candidates}
         itl_groups = {g: train for g, train, _ in held_out(itl_rows, regime, root)}
@@ -127,7 +156,11 @@ def main() -> None:
                                                     load_rho=params.evaluate.load_rho),
                                      target, np.flatnonzero(train), None if args.no_step_rows else latency_only)
                 models = {"itl": itl, args.target: model}
-                pred[c][test] = served_predictions(target[test], models)[1][args.target]
+                served, answers = served_predictions(target[test], models)
+                pred[c][test] = answers[args.target]
+                if args.terms:
+                    for name, values in step_terms(itl, served).items():
+                        terms.setdefault((regime, name), np.full(len(target), np.nan))[test] = values
         tested = ~np.isnan(pred[candidates[0]])
         if args.target == "power":
             pred["baseline: 0.9 x TDP"] = baselines.tdp90(target)
@@ -144,6 +177,24 @@ def main() -> None:
     print(f"{args.target} {shown} (first-trial settings, served path):")
     print(out.set_index(["regime", "model"]).T.to_string(float_format=digits) if args.by == "gpu"
           else out.to_string(index=False, float_format=digits))
+    if terms:
+        print_terms(terms, target, y, pred[candidates[0]], args.by)
+
+
+def print_terms(terms: dict, target: pd.DataFrame, y: np.ndarray, pred: np.ndarray, by: str) -> None:
+    """--terms: per regime, a table of medians per column of `by`: measured and predicted ITL (ms), then each term's
+    physical time, weight and weighted time, and the boosted factor."""
+    for regime in dict.fromkeys(r for r, _ in terms):
+        rows = {"measured ITL ms": y * 1e3, "predicted ITL ms": pred * 1e3,
+                **{name: v for (r, name), v in terms.items() if r == regime}}
+        tested = ~np.isnan(rows["boosted factor"])
+        cells = {}
+        for s in sorted(target[by].unique()):
+            at = tested & (target[by] == s).to_numpy()
+            if at.any():
+                cells[f"{s} ({at.sum()})"] = {k: float(np.median(v[at])) for k, v in rows.items()}
+        print(f"\n{regime.upper()}: medians per {by} (rows), the ITL model's decode step (modeling.steptime)")
+        print(pd.DataFrame(cells).to_string(float_format=lambda v: f"{v:.3g}"))
 
 
 if __name__ == "__main__":

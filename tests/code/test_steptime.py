@@ -95,3 +95,28 @@ def test_the_booster_answers_as_the_regressor_does():
     assert np.ptp(boosting.predict(model, ask)) > 1.0  # the trees answer, not a constant
     with pytest.raises(ValueError, match="6 columns"):
         boosting.predict(model, ask[:, :5])
+
+
+def test_the_transfer_checks_step_decomposition_adds_up_to_the_prediction(rows, one_thread):
+    """scripts/transfer_check.py --terms splits an ITL into each decode-step term's physical time x its learned
+    weight, times the boosted factor: on a real fit those parts multiply back to the model's own prediction (where the
+    memory-bound floor does not clip it), and the physical times are features' own (not the weighted ones)."""
+    from transfer_check import step_terms
+
+    from wattgpu.features import with_concurrency
+
+    model, _ = one_thread
+    some = rows.iloc[::50]
+    asked = with_concurrency(some, some["concurrency"].to_numpy(dtype=float) * 3)  # off the loads it was fitted on
+    parts = step_terms(model, asked)
+    names = [t.removeprefix("log_").removesuffix("_s") for t in steptime.TERMS]
+    rebuilt = parts["boosted factor"] * sum(parts[f"{n} weighted ms"] for n in names) / 1e3
+    predicted = model.predict(asked)
+    floor = model.target.limits(asked)[0]
+    free = predicted > floor * (1 + 1e-9)
+    assert free.mean() > 0.9
+    np.testing.assert_allclose(rebuilt[free], predicted[free], rtol=1e-9)
+    np.testing.assert_allclose(parts["weights_step ms"], asked["weights_step_s"].to_numpy() * 1e3, rtol=1e-12)
+    for n in names:
+        np.testing.assert_allclose(parts[f"{n} weighted ms"], parts[f"{n} ms"] * parts[f"{n} weight"], rtol=1e-12)
+        assert np.ptp(np.log(parts[f"{n} weight"])) > 0  # each weight depends on the row (its z), not only a constant
