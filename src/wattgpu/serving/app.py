@@ -29,8 +29,9 @@ MAX_BODY_BYTES = 8 * 2**20  # about 40,000 request rows of JSON; a larger batch 
 MAX_MESSAGE_CHARS = 500  # an error message longer than this is cut (it may echo a large bad value)
 HOST = "127.0.0.1"
 # Worker processes when none is asked: one per CPU this process may run on, at most this many (each holds its own
-# copy of the models, about 350 MiB). A worker answers one request at a time (Python's GIL), so on a machine of n
-# cores one worker leaves n - 1 of them idle: `make bench` on 2 cores measured twice the rows per second with two.
+# copy of the models: `make bench` prints the server's memory). A worker answers one request at a time (Python's
+# GIL), so on a machine of n cores one worker leaves n - 1 of them idle under load (`python scripts/benchmark.py
+# --sections serving --workers 1` against the default shows what that costs).
 MAX_DEFAULT_WORKERS = 8
 # How `main` hands its settings to the uvicorn workers it starts (each imports `create_app` afresh): JSON,
 # {"uris": {target: model URI}, "max_body_bytes": N}. Set by `main`, not a user setting.
@@ -97,7 +98,7 @@ def _plain_frame(value) -> bool:
 def records(answer) -> list[dict]:
     """`answer.to_dict(orient="records")`, what MLflow serialises, built from whole columns: `tolist` turns each
     column's values into Python's own (float, int, bool, str, None) at once, where pandas boxes them one cell at a
-    time (a 1,000-row answer's 16 columns: a quarter of the time); the same dicts, so the same JSON."""
+    time; the same dicts, so the same JSON."""
     columns = list(answer.columns)
     return [dict(zip(columns, row)) for row in zip(*(answer[c].to_numpy().tolist() for c in columns))]
 
@@ -119,7 +120,7 @@ def _short(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
 FORMATS = ("dataframe_records", "dataframe_split", "inputs", "instances")  # MLflow's JSON request formats
 # A whole number of LONG_DIGITS digits or more may be too large for a float: such a body is read with its numbers as
 # text. Found as a run of that many '0's after every digit becomes '0' and every other byte ' ' (bytes.translate and a
-# substring search, both in C: a 1,000-row body in a twentieth of the time the regular expression \d{300} took).
+# substring search, both in C, where the regular expression \d{300} tried a match at every digit).
 LONG_DIGITS = 300
 _DIGITS_AS_ZERO = bytes(ord("0") if chr(i) in string.digits else ord(" ") for i in range(1 << 8))  # byte -> byte
 
