@@ -127,6 +127,21 @@ def test_the_served_app_writes_mlflows_answer_byte_for_byte(rows):
     strict(ours.getvalue())
 
 
+@pytest.mark.parametrize("labels", [[0, 1, 2], ["gpu", 7, "level"], ["gpu", "gpu", "level"]])
+def test_the_served_app_writes_mlflows_answer_whatever_the_column_labels(labels):
+    """Number labels (written as JSON text keys) and a label given twice (pandas keeps the last) come out of
+    serving.app.predictions_to_json as MLflow's scoring server writes them."""
+    from mlflow.pyfunc import scoring_server
+
+    from wattgpu.serving import app
+
+    frame = pd.DataFrame([["A30", 3, 0.8], [None, -1, 0.5]], columns=labels)
+    ours, mlflows = io.StringIO(), io.StringIO()
+    app.predictions_to_json(frame, ours)
+    scoring_server.predictions_to_json(frame, mlflows)
+    assert ours.getvalue() == mlflows.getvalue()
+
+
 # ------------------------------------------------------------------------------------------------- valid requests
 
 

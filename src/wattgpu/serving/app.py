@@ -82,24 +82,20 @@ def predictions_to_json(raw_predictions, output, metadata=None):
 
     if metadata and "predictions" in metadata:
         raise MlflowException.invalid_parameter_value("metadata cannot contain 'predictions' key")
-    predictions = records(raw_predictions) if _plain_frame(raw_predictions) else \
+    import pandas as pd
+
+    frame = isinstance(raw_predictions, pd.DataFrame) and raw_predictions.columns.is_unique
+    predictions = records(raw_predictions) if frame else \
         scoring_server._get_jsonable_obj(raw_predictions, pandas_orient="records")
     output.write(json.dumps({"predictions": predictions, **(metadata or {})}, cls=NumpyEncoder))
 
 
-def _plain_frame(value) -> bool:
-    """A DataFrame whose columns are distinct text labels (what the served model answers)."""
-    import pandas as pd
-
-    return isinstance(value, pd.DataFrame) and value.columns.is_unique \
-        and all(isinstance(c, str) for c in value.columns)
-
-
 def records(answer) -> list[dict]:
-    """`answer.to_dict(orient="records")`, what MLflow serialises, built from whole columns: `tolist` turns each
-    column's values into Python's own (float, int, bool, str, None) at once, where pandas boxes them one cell at a
-    time; the same dicts, so the same JSON."""
-    columns = list(answer.columns)
+    """`answer.to_dict(orient="records")`, what MLflow serialises, for a frame of distinct column labels, built from
+    whole columns: `tolist` turns each column's values into Python's own (float, int, bool, str, None) at once, where
+    pandas boxes them one cell at a time; the same keys (`columns.tolist()`, as pandas takes them) and values, so the
+    same JSON."""
+    columns = answer.columns.tolist()
     return [dict(zip(columns, row)) for row in zip(*(answer[c].to_numpy().tolist() for c in columns))]
 
 
