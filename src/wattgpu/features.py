@@ -745,7 +745,15 @@ WORKLOAD_CONTEXT = (  # independent of concurrency
     "log_prompt_tokens", "prompt_unknown", "log_output_tokens", "poisson_arrivals", "log_kv_fit_sequences",
     *(f"engine_{e}" for e in MEASURED_ENGINES), "engine_version_num",
 )
-WORKLOAD_POWER = FeatureSet("workload", numeric=("log_batch", "concurrency_duty", "busy_fraction", *WORKLOAD_CONTEXT),
+# Power's inputs leave out the raw prompt and output lengths: a decode step's power depends on them only through
+# the work they put in the step (one sequence's KV read over its context, its FLOPs with the prompt's prefill share,
+# how many sequences fit: the step features above), which is what transfers. As raw inputs the trees read them as a
+# lab's signature: the measured long outputs are ML.ENERGY v2's and LLM-Inference-Bench's V0-engine runs, which drew
+# far below Watt Counts' V1 runs at the same load, so a question with long outputs on a current engine was answered
+# well below the same question with short ones (tests/code/test_step_power.py; the figures are in the closing note).
+RAW_LENGTHS = ("log_prompt_tokens", "log_output_tokens")
+WORKLOAD_POWER = FeatureSet("workload", numeric=("log_batch", "concurrency_duty", "busy_fraction",
+                                                 *(c for c in WORKLOAD_CONTEXT if c not in RAW_LENGTHS)),
                             monotone=("log_batch", "concurrency_duty", "busy_fraction"))
 WORKLOAD_ITL = FeatureSet("workload", numeric=("log_batch", "log_weights_step_s", "log_itl_physics_s",
                                               "log_sequence_step_s", *WORKLOAD_CONTEXT),

@@ -148,3 +148,28 @@ def test_a_held_out_lab_is_answered_better_than_load_scaled_tdp_with_the_latency
                                                                                    "server_high": 0.6}) / y - 1)))
     alone, with_latency = mdape(None), mdape(beside)
     assert with_latency < baseline < alone, (with_latency, baseline, alone)
+
+
+# the `workload` power candidate's first trial in params.yaml (search.algorithms.workload.first_trials[0])
+TREND_BOOST = {"linear_scope": "arrivals", "alpha": 100, "n_estimators": 200, "learning_rate": 0.05, "num_leaves": 15,
+               "min_child_samples": 20, "reg_lambda": 1.0, "colsample_bytree": 1.0}
+
+
+def test_a_longer_output_at_the_same_load_is_not_answered_as_an_older_lab(fitted):
+    """The `workload` power candidate (ridge trend + boosting) fitted on every source, asked a closed batch of 128 that
+    the KV cache holds whole (512-token prompts) on GPUs Watt Counts measured with vLLM's V1 engine, at 256- and
+    1,000-token outputs: the step's work per sequence grows with the context, the power by a few per cent at most.
+    Where raw prompt and output lengths were inputs, the long outputs of the V0-engine labs (ML.ENERGY v2,
+    LLM-Inference-Bench, which drew 0.4 - 0.8 x TDP) taught "long output, low power" and the 1,000-token outputs came
+    out about a tenth below the 256-token ones."""
+    rows, gpus, llms, _ = fitted
+    model = make_estimator("workload", "power", "workload", TREND_BOOST, seed=42,
+                           load_rho={"offline": 0.9, "server_low": 0.2, "server_high": 0.6}).fit(rows)
+    v1_gpus = ("NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA A100-SXM4-40GB", "NVIDIA L40S")
+    requests = [{"gpu": g, "llm": LLM, "concurrency": 128, "prompt_tokens": 512, "output_tokens": o}
+                for g in v1_gpus for o in (256, 1000)]
+    predictor = Predictor({"power": model}, gpus, llms, offline_batch=256)
+    featured = predictor.features(predictor.validate(requests))
+    assert (featured["running_sequences"].to_numpy() == 128).all()  # the same load: every request runs
+    power = predictor.predict(requests)["power_w"].to_numpy().reshape(-1, 2)
+    assert (np.abs(power[:, 1] / power[:, 0] - 1) < 0.05).all(), power
