@@ -31,7 +31,6 @@ from wattgpu.config import Regime
 from wattgpu.evaluation import baselines
 from wattgpu.evaluation.cv import fit_fold, folds
 from wattgpu.evaluation.runner import step_rows, target_rows
-from wattgpu.modeling import boosting
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.predictor import served_predictions
 from wattgpu.stages.search import context, physics_itl_as_served
@@ -64,22 +63,17 @@ def load_bucket(rows: pd.DataFrame) -> np.ndarray:
 
 def step_terms(model, served: pd.DataFrame) -> dict[str, np.ndarray]:
     """What a fitted step-time ITL model (the `workload` candidate: modeling.steptime) adds up for each served row: per
-    decode-step term k its physical time T_k (s, at the row's running sequences), its learned weight exp(theta_k . z)
-    and the weighted time, and the boosted factor exp(g(z)) that multiplies their sum (before the floor the target
-    clips to). Reads the fitted model's attributes as StepTimeRegressor.predict does."""
+    decode-step term its physical time T_k (ms, at the row's running sequences), its learned weight and the weighted
+    time, and the boosted factor that multiplies their sum (StepTimeRegressor.terms, before the floor the target clips
+    to)."""
     from wattgpu.modeling.estimator import as_measured_release
-    from wattgpu.modeling.steptime import TERMS
 
     reg, prep = model.pipeline_.named_steps["model"], model.pipeline_.named_steps["prep"]
-    x = prep.transform(model._frame(as_measured_release(served, model.measured_releases_)))
-    log_t, w, z = reg._split(x)
-    z1 = np.column_stack([np.ones(len(w)), (np.clip(w, reg.low_, reg.high_) - reg.mean_) / reg.scale_])
-    log_w = z1 @ reg.theta_.reshape(len(TERMS), -1).T
-    out = {"boosted factor": np.exp(boosting.predict(reg.boost_, z))}
-    for k, term in enumerate(TERMS):
-        name = term.removeprefix("log_").removesuffix("_s")
-        out[f"{name} ms"], out[f"{name} weight"] = np.exp(log_t[:, k]) * 1e3, np.exp(log_w[:, k])
-        out[f"{name} weighted ms"] = np.exp(log_t[:, k] + log_w[:, k]) * 1e3
+    parts = reg.terms(prep.transform(model._frame(as_measured_release(served, model.measured_releases_))))
+    out = {"boosted factor": parts.pop("factor")}
+    for term in dict.fromkeys(k.split(":")[0] for k in parts):
+        name, time, weight = term.removeprefix("log_").removesuffix("_s"), parts[f"{term}:time"], parts[f"{term}:weight"]
+        out[f"{name} ms"], out[f"{name} weight"], out[f"{name} weighted ms"] = time * 1e3, weight, time * weight * 1e3
     return out
 
 
