@@ -72,7 +72,8 @@ def step_terms(model, served: pd.DataFrame) -> dict[str, np.ndarray]:
     parts = reg.terms(prep.transform(model._frame(as_measured_release(served, model.measured_releases_))))
     out = {"boosted factor": parts.pop("factor")}
     for term in dict.fromkeys(k.split(":")[0] for k in parts):
-        name, time, weight = term.removeprefix("log_").removesuffix("_s"), parts[f"{term}:time"], parts[f"{term}:weight"]
+        name = term.removeprefix("log_").removesuffix("_s")
+        time, weight = parts[f"{term}:time"], parts[f"{term}:weight"]
         out[f"{name} ms"], out[f"{name} weight"], out[f"{name} weighted ms"] = time * 1e3, weight, time * weight * 1e3
     return out
 

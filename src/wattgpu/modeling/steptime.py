@@ -5,8 +5,8 @@ a learned factor that does not depend on concurrency.
 
 T_k are the physical step times of features.engineer (weights read per step, b x one sequence's KV cache, b x one
 token's compute, b x one sequence's overhead, the per-layer fixed cost and pipeline stages' hand-offs;
-wattgpu.physics); z are inputs that do not depend on concurrency (the engine, the vendor, the parallel layout, the
-model's active parameters, the kind of load: WEIGHT_INPUTS), standardised. theta is
+wattgpu.physics); z are inputs that do not depend on concurrency (the engine, the vendor, the GPU's generation, the
+parallel layout, the model's active parameters, the kind of load: WEIGHT_INPUTS), standardised. theta is
 fitted by robust, ridge-penalised nonlinear least squares on log ITL (from theta = 0, the physics as computed, to
 convergence: the same weights on any machine); g by LightGBM on what that leaves. Each T_k is non-decreasing in b
 and grows at most linearly, and the weights do not depend on b, so per-request ITL never falls as concurrency rises
@@ -28,6 +28,7 @@ from scipy.sparse.linalg import LinearOperator
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from wattgpu.errors import WattgpuError
 from wattgpu.modeling import boosting
 
 # The terms, by the feature names (features.WORKLOAD_ITL) that hold log T_k; `batch` marks the per-sequence terms.
@@ -174,8 +175,16 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
         terms = np.column_stack([X[:, cols.index(t)] + (log_b if per_seq else 0.0)
                                  for t, per_seq in zip(TERMS, PER_SEQUENCE)])
         skip = {*TERMS, BATCH, *self.exclude}
-        weights_in = X[:, [cols.index(c) for c in WEIGHT_INPUTS if c in cols and c not in self.exclude]]
+        weights_in = X[:, [cols.index(c) for c in self._weight_inputs()]]
         return terms, weights_in, X[:, [i for i, c in enumerate(cols) if c not in skip]]
+
+    def _weight_inputs(self) -> tuple[str, ...]:
+        """The columns the weights depend on: those the model was fitted with (`weight_inputs_`, so that a stored
+        model keeps answering after WEIGHT_INPUTS changes), else WEIGHT_INPUTS among `columns`."""
+        fitted = getattr(self, "weight_inputs_", None)
+        if fitted is not None:
+            return fitted
+        return tuple(c for c in WEIGHT_INPUTS if c in self.columns and c not in self.exclude)
 
     def _log_step(self, terms: np.ndarray, z1: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """log sum_k exp(theta_k . z + log T_k), and each term's share of the sum (for the Jacobian)."""
@@ -189,6 +198,8 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
         if len(self.columns) != X.shape[1]:
             raise ValueError(f"columns names {len(self.columns)} inputs, X has {X.shape[1]}")
+        self.weight_inputs_ = None
+        self.weight_inputs_ = self._weight_inputs()
         terms, w, z = self._split(X)
         self.mean_, self.scale_ = w.mean(axis=0), w.std(axis=0)
         self.scale_[self.scale_ == 0] = 1.0
@@ -232,6 +243,10 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
     def _z1(self, w: np.ndarray) -> np.ndarray:
         """The weights' inputs clipped to their training range (outside it the physics terms extrapolate, not
         exp(theta . z)), standardised as in fit, after a column of ones."""
+        if w.shape[1] != len(self.mean_):  # a model stored before its inputs were recorded with it
+            raise WattgpuError(f"this ITL step-time model was fitted on {len(self.mean_)} weight inputs and this "
+                               f"wattgpu's takes {w.shape[1]}: it was fitted by an older wattgpu; refit it with "
+                               "`make run` (or `dvc repro`)")
         w = np.clip(w, self.low_, self.high_)
         return np.column_stack([np.ones(len(w)), (w - self.mean_) / self.scale_])
 
