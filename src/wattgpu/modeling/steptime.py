@@ -5,8 +5,8 @@ a learned factor that does not depend on concurrency.
 
 T_k are the physical step times of features.engineer (weights read per step, b x one sequence's KV cache, b x one
 token's compute, b x one sequence's overhead, the per-layer fixed cost and pipeline stages' hand-offs;
-wattgpu.physics); z are inputs that do not depend on concurrency (the engine, the vendor, the GPU's generation, the
-parallel layout, the model's active parameters, the kind of load: WEIGHT_INPUTS), standardised. theta is
+wattgpu.physics); z are inputs that do not depend on concurrency (the engine, the vendor, the parallel layout, the
+model's active parameters, the kind of load: WEIGHT_INPUTS), standardised. theta is
 fitted by robust, ridge-penalised nonlinear least squares on log ITL (from theta = 0, the physics as computed, to
 convergence: the same weights on any machine); g by LightGBM on what that leaves. Each T_k is non-decreasing in b
 and grows at most linearly, and the weights do not depend on b, so per-request ITL never falls as concurrency rises
@@ -52,18 +52,10 @@ BATCH = "log_batch"
 # term, ITL MdAPE at first-trial settings (`python scripts/transfer_check.py --target itl --regimes loso lopo logo`)
 # went 42.8 -> 34.6 % with a lab held out (LOSO), 14.0 -> 11.1 % on the LOPO folds' (GPU, LLM) pairs, 18.5 -> 17.2 %
 # with a GPU held out (LOGO); the nested figures are in the closing note of stop 30.
-# The GPU's architecture generation, by its release year (the spec sheet's ordered stand-in for it): how large a share
-# of the peak bandwidth and FLOPs a step's kernels reach depends on it (Hopper's asynchronous copies; FlashAttention 2
-# runs on Ampere and later only, https://github.com/Dao-AILab/flash-attention), and a GPU newer than every measured one
-# is answered at the newest measured generation's weights (the inputs are clipped to their training range). Added, ITL
-# at first-trial settings went 32.7 -> 33.2 % LOSO, 16.0 -> 15.6 % LOGO, 12.1 -> 9.1 % LOPO and 31.7 -> 29.7 % with an
-# engine generation held out (LOEO); on Watt Counts, whose eight GPUs span 2018 - 2024 on one engine, 10.5 -> 9.0 %
-# LOGO and 10.5 -> 7.7 % LOPO.
 WEIGHT_INPUTS = (
     "engine_vllm", "engine_tensorrt-llm", "engine_deepspeed-mii", "engine_deepspeed", "engine_llama.cpp",
-    "engine_hf-transformers", "engine_version_num", "gpu_is_amd", "gpu_is_intel", "gpu_is_gaudi", "gpu_release_year",
-    "log_tensor_parallel", "log_pipeline_parallel", "log_active_params_b", "active_share", "prompt_unknown",
-    "poisson_arrivals",
+    "engine_hf-transformers", "engine_version_num", "gpu_is_amd", "gpu_is_intel", "gpu_is_gaudi", "log_tensor_parallel",
+    "log_pipeline_parallel", "log_active_params_b", "active_share", "prompt_unknown", "poisson_arrivals",
 )
 
 
