@@ -67,11 +67,12 @@ def step_terms(model, served: pd.DataFrame) -> dict[str, np.ndarray]:
     time, and the boosted factor that multiplies their sum (StepTimeRegressor.terms, before the floor the target clips
     to)."""
     from wattgpu.modeling.estimator import as_measured_release
+    from wattgpu.modeling.steptime import TERMS
 
     reg, prep = model.pipeline_.named_steps["model"], model.pipeline_.named_steps["prep"]
     parts = reg.terms(prep.transform(model._frame(as_measured_release(served, model.measured_releases_))))
-    out = {"boosted factor": parts.pop("factor")}
-    for term in dict.fromkeys(k.split(":")[0] for k in parts):
+    out = {"boosted factor": parts["factor"]}
+    for term in TERMS:
         name = term.removeprefix("log_").removesuffix("_s")
         time, weight = parts[f"{term}:time"], parts[f"{term}:weight"]
         out[f"{name} ms"], out[f"{name} weight"], out[f"{name} weighted ms"] = time * 1e3, weight, time * weight * 1e3
