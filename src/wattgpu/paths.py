@@ -34,6 +34,8 @@ EVALUATE_DIR = REPORTS_DIR / "evaluate"  # evaluate@<regime> and tables
 SEARCH_DIR = REPORTS_DIR / "search"  # search@<regime>, search_best, search_leaderboard
 MODELS_DIR = Path("models")  # the registered champions: models/power/, models/itl/, models/registry.json
 OPTUNA_DIR = Path("optuna")  # Optuna studies (sqlite), resumable
+# converged step-time solves that a search's processes and the stages after it share (steptime.SolvedStore)
+STEP_FITS_DIR = OPTUNA_DIR / "step_fits"
 PARAMS = Path("params.yaml")
 
 

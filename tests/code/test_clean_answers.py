@@ -150,8 +150,10 @@ def test_instances_rows_with_different_fields_reach_the_model_row_by_row():
     from wattgpu.serving.pyfunc import as_requests
 
     rows = [BY_NAME, {**GPU_SPEC, "llm": "dense8", "scenario": "offline", "gpu_name": "my card"}]
-    body = json.loads(checked_json(json.dumps({"instances": rows}).encode()))
+    checked, direct = checked_json(json.dumps({"instances": rows}).encode())
+    body = json.loads(checked)
     assert body == {"inputs": rows}  # the same rows: MLflow's `instances` parser would make columns of them
+    assert direct == rows  # and the rows the app's guard hands to the model itself
     batch = validate_batch(as_requests(body["inputs"]), GPUS, LLMS)
     assert not batch.errors and list(batch.rows["gpu"]) == ["FIXTURE GPU X1", "my card"]
 
@@ -186,7 +188,7 @@ def test_params_and_other_body_keys_mlflow_would_drop_are_errors_naming_them(bod
     with pytest.raises(BodyProblem) as exc:
         checked_json(json.dumps(body).encode())
     assert exc.value.field == field and f"field {field!r}" in exc.value.message
-    assert checked_json(json.dumps({"dataframe_records": [BY_NAME], "params": {}}).encode())  # empty: nothing lost
+    assert checked_json(json.dumps({"dataframe_records": [BY_NAME], "params": {}}).encode())[1] == [BY_NAME]  # empty
 
 
 TEXT_BESIDE_NAME = {  # field -> what the catalog entry says (test_predict's FIXTURE entries)

@@ -138,3 +138,44 @@ def test_a_stored_step_model_keeps_the_weight_inputs_it_was_fitted_on(rows, one_
     np.testing.assert_array_equal(model.predict(sample), before)
     with pytest.raises(WattgpuError, match="fitted by an older wattgpu; refit it"):
         older.predict(sample)
+
+
+def test_a_stored_solve_is_the_solve_and_other_processes_reuse_it(rows, one_thread, tmp_path, monkeypatch):
+    """With the stage's store open, a solve is written once; a process without it in memory (the memo cleared, as
+    in a spawned worker or a later stage) reads the same weights instead of solving; a file that does not read is
+    solved again and rewritten."""
+    monkeypatch.setattr(steptime, "SOLVED_STORE", steptime.SolvedStore())
+    steptime.SOLVED_STORE.open(tmp_path)
+    _, step = fitted(rows)
+    stored = list(tmp_path.glob("*/*.npz"))
+    assert len(stored) == 1 and stored[0].parent.parent == tmp_path
+    np.testing.assert_array_equal(step.theta_, one_thread[1].theta_)
+
+    def no_solve(*_args):
+        raise AssertionError("solved again although the store holds this fit")
+
+    with monkeypatch.context() as m:
+        m.setattr(steptime, "_solve", no_solve)
+        _, again = fitted(rows)  # fitted() clears the memo first
+    np.testing.assert_array_equal(again.theta_, one_thread[1].theta_)
+    assert again.convergence_ == one_thread[1].convergence_
+
+    stored[0].write_bytes(b"not an npz")
+    _, healed = fitted(rows)
+    np.testing.assert_array_equal(healed.theta_, one_thread[1].theta_)
+    with np.load(stored[0], allow_pickle=False) as reread:
+        np.testing.assert_array_equal(reread["theta"], one_thread[1].theta_)
+
+
+def test_the_store_keeps_solves_apart_per_code_and_libraries(tmp_path, monkeypatch):
+    """Another steptime.py (or NumPy, SciPy) is another folder: a stored solve is never the answer of other code."""
+    store = steptime.SolvedStore()
+    store.open(tmp_path)
+    here = store.folder
+    source = tmp_path / "steptime.py"
+    source.write_text(steptime.Path(steptime.__file__).read_text() + "\n# an edit\n")
+    monkeypatch.setattr(steptime, "__file__", str(source))
+    store.open(tmp_path)
+    assert store.folder != here and store.folder.parent == here.parent == tmp_path
+    store.open(None)
+    assert store.folder is None and store.get("k", lambda: (np.zeros(1), {}))[0].tolist() == [0.0]

@@ -154,6 +154,32 @@ def test_the_served_champions_take_csv_and_parquet(champions):
         assert [p["power_w"] for p in r.json()["predictions"]] == pytest.approx([p["power_w"] for p in by_json])
 
 
+def test_rows_of_objects_answered_directly_are_mlflows_answer(champions):
+    """Rows of objects go from the app's guard to the model (serving.app.Guard.answer), rows by column through
+    MLflow's own scoring app: the same rows, a bad one among them, get the same bytes either way; a request with no
+    good row gets a one-line 400 naming the field and row, without MLflow's echo of the input frame."""
+    rows = [{**H100, "scenario": "offline", "level": None}, {**H100, "scenario": "server_low", "level": 0.9},
+            {**H100, "scenario": "offlin"}, {**SPEC, "scenario": "server_high", "output_tokens": 300}]
+    frame = pd.DataFrame(rows)
+    split = {"dataframe_split": {"columns": list(frame.columns), "data": frame.astype(object).where(
+        frame.notna(), None).to_numpy().tolist()}}
+    by_mlflow = champions.post_raw(json.dumps(split))
+    assert by_mlflow.status_code == 200, by_mlflow.text
+    for fmt in ("dataframe_records", "inputs", "instances"):
+        r = champions.post_raw(json.dumps({fmt: rows}))
+        assert r.status_code == 200, r.text
+        assert r.content == by_mlflow.content, fmt
+    # in a frame's records, NaN is a cell not given (README), as MLflow's frame had it
+    nan_level = json.dumps({"dataframe_records": [{**row, "level": math.nan} if i == 0 else row
+                                                  for i, row in enumerate(rows)]})
+    assert champions.post_raw(nan_level).content == by_mlflow.content
+    assert json.loads(by_mlflow.content)["predictions"][2]["error"].startswith("field 'scenario'")
+    r = champions.post_raw(json.dumps({"dataframe_records": [{**H100, "scenario": "offlin"}]}))
+    answer = r.json()
+    assert r.status_code == 400 and answer["field"] == "scenario" and answer["row"] == 0
+    assert answer["message"].startswith("row 0, field 'scenario'") and "\n" not in answer["message"]
+
+
 PARQUET = "application/vnd.apache.parquet"
 MALFORMED = {  # name: (body, content type, what the one-line message must say)
     "CSV with an open quote": ('gpu,llm\n"NVIDIA H100 NVL,x\n', "text/csv", "CSV"),

@@ -17,9 +17,13 @@ not by luck of the fit.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import tempfile
 import threading
 import warnings
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 from lightgbm import LGBMRegressor
@@ -100,15 +104,59 @@ class Memo:
         return found
 
 
+class SolvedStore:
+    """Converged solves kept on disk, one small `.npz` per fit-input digest, so that the worker processes of a search
+    and the stages after it (search_best, register: the same folds' fits) solve each distinct fit once: the memo of
+    one process does not reach the others. Off until a stage `open`s it (a library user's fits touch no disk).
+
+    A solve is a function of its inputs (the digest), of the code that computes it (this file) and of the numerical
+    libraries: results live in a folder per (this file's bytes, NumPy's and SciPy's versions), so a stored result is
+    the number this process would compute, and a change to any of them starts an empty folder. Files are written
+    whole (a temporary file renamed) and read without pickle; one that does not read is solved again."""
+
+    def __init__(self):
+        self.root: Path | None = None  # as opened (what a worker process is handed)
+        self.folder: Path | None = None  # root / the code and libraries' salt
+
+    def open(self, root: Path | str | None) -> None:
+        """Keep solves under `root` (None: keep none)."""
+        self.root = self.folder = None
+        if root is None:
+            return
+        import scipy
+
+        salt = hashlib.blake2b(Path(__file__).read_bytes(), digest_size=8)
+        salt.update(f"numpy {np.__version__} scipy {scipy.__version__}".encode())
+        self.root, self.folder = Path(root), Path(root) / salt.hexdigest()
+
+    def get(self, key: str, solve) -> tuple[np.ndarray, dict]:
+        if self.folder is None:
+            return solve()
+        path = self.folder / f"{key}.npz"
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                return stored["theta"], json.loads(str(stored["report"]))
+        except (OSError, ValueError, KeyError):  # not solved yet (or a file that does not read)
+            pass
+        theta, report = solve()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=self.folder, suffix=".npz", delete=False) as tmp:
+            np.savez(tmp, theta=np.asarray(theta, dtype=np.float64), report=np.array(json.dumps(report)))
+        os.replace(tmp.name, path)
+        return theta, report
+
+
 # fit inputs' digest -> (weights, report): a search's trials share folds and penalties, not boosting settings
 _SOLVED = Memo(64)
+SOLVED_STORE = SolvedStore()
 
 
 def _solved(key: str, solve) -> tuple[np.ndarray, dict]:
-    """`solve()`'s result for these fit inputs (`key`: their digest), computed once per process. Trials of one study
-    differ mostly in the boosted factor's settings, which the weights do not depend on; a converged fit from a fixed
-    start is a function of its inputs, so reusing it changes no number."""
-    theta, report = _SOLVED.get(key, solve)
+    """`solve()`'s result for these fit inputs (`key`: their digest), computed once per process, and once for every
+    process where a stage opened SOLVED_STORE. Trials of one study differ mostly in the boosted factor's settings,
+    which the weights do not depend on; a converged fit from a fixed start is a function of its inputs, so reusing it
+    changes no number."""
+    theta, report = _SOLVED.get(key, lambda: SOLVED_STORE.get(key, solve))
     return theta.copy(), dict(report)
 
 

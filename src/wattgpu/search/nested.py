@@ -27,7 +27,7 @@ from wattgpu.evaluation.leaderboard import PLAIN_SELECTION, SELECTION
 from wattgpu.evaluation.metrics import score_groups
 from wattgpu.evaluation.predictions import prediction_frame
 from wattgpu.features import accelerator_families
-from wattgpu.modeling import coverage, intervals
+from wattgpu.modeling import coverage, intervals, steptime
 from wattgpu.modeling.algorithms import make_estimator
 from wattgpu.modeling.predictor import served_predictions
 from wattgpu.modeling.targets import TARGETS
@@ -481,9 +481,10 @@ def compare(rows: pd.DataFrame, target: str, plans: list[OuterPlan], outcomes: d
 _PROGRESS = None
 
 
-def _init_worker(queue) -> None:
+def _init_worker(queue, step_fits) -> None:
     global _PROGRESS
     _PROGRESS = queue
+    steptime.SOLVED_STORE.open(step_fits)  # the parent's: a spawned process starts with none
 
 
 def _run_in_worker(task: StudyTask) -> list[FoldOutcome]:
@@ -511,7 +512,8 @@ def run_tasks(tasks: list[StudyTask], n_workers: int, description: str = "search
 
         ctx = mp.get_context("spawn")
         progress = ctx.Queue()
-        with ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init_worker, initargs=(progress,)) as pool:
+        with ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(progress, steptime.SOLVED_STORE.root)) as pool:
             futures = [pool.submit(_run_in_worker, t) for t in tasks]
             pending = set(futures)
             while pending:

@@ -11,19 +11,28 @@ and the row where there is one), and no error body carries MLflow's `stack_trace
 `message`). Two bodies are handed on in the form that reaches the model as sent: `instances` rows as `inputs`
 (MLflow turns `instances` rows into columns and refuses rows whose fields differ) and a CSV read by
 `wattgpu.request.read_csv` (text fields stay text, a text cell in a number column is that row's error only) as
-`dataframe_split`. uvicorn binds 127.0.0.1 only, with one worker process per CPU this process may use unless
-`--workers` says otherwise (`default_workers`).
+`dataframe_split`. Rows of objects (`dataframe_records`, `inputs` or `instances` as a list of objects, the common
+case) go from `Guard` to the model itself, already parsed: MLflow would parse the body a second time and build a frame
+the model does not need; the answer is MLflow's JSON, byte for byte, and a rejected request's error body names the
+field and row in `message` too, without MLflow's echo of the input frame. uvicorn binds 127.0.0.1 only, with one worker
+process per CPU this process may use unless `--workers` says otherwise (`default_workers`).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import io
 import json
+import logging
+import math
 import os
 import string
 
 from wattgpu import paths, tracking
 from wattgpu.config import Registry, load_params
+
+_logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 8 * 2**20  # about 40,000 request rows of JSON; a larger batch is split by the client
 MAX_MESSAGE_CHARS = 500  # an error message longer than this is cut (it may echo a large bad value)
@@ -67,8 +76,9 @@ def create_app():
 
     settings = json.loads(os.environ.get(SERVE_ENV) or "{}")
     scoring_server.predictions_to_json = predictions_to_json  # the same bytes, in half the time (below)
-    return Guard(scoring_server.init(load_champions(settings.get("uris") or champion_uris())),
-                 int(settings.get("max_body_bytes", MAX_BODY_BYTES)))
+    model = load_champions(settings.get("uris") or champion_uris())
+    return Guard(scoring_server.init(model), int(settings.get("max_body_bytes", MAX_BODY_BYTES)),
+                 model.unwrap_python_model())
 
 
 def predictions_to_json(raw_predictions, output, metadata=None):
@@ -162,12 +172,13 @@ def _field_problem(row: int | None, field: str, problem: str) -> BodyProblem:
     return BodyProblem(_short(RowError(row, field, problem)), field, row)
 
 
-def checked_json(body: bytes) -> bytes:
+def checked_json(body: bytes) -> tuple[bytes, list[dict] | None]:
     """A JSON request body as MLflow's scoring app should get it, or BodyProblem naming what is wrong: it parses
     with every key once; it holds one request format and, at most, an empty `params` (MLflow would drop any other
     key, and the model takes no parameter: each row's fields go in the rows); no whole number is too large for a
     float (MLflow would fail on the frame without naming it). `instances` rows (a list of objects) come back as
-    `inputs`."""
+    `inputs`. Second: the request rows where the body holds a non-empty list of objects (`dataframe_records`,
+    `inputs`, `instances`), which `Guard` hands to the model as they are; else None."""
     long_numbers = has_long_number(body)
     doc = _read_json(body, long_numbers)
     if not isinstance(doc, dict):
@@ -195,9 +206,14 @@ def checked_json(body: bytes) -> bytes:
                 allowed = f"outside the allowed range [{b.lo:g}, {b.hi:g}]" if b else "too large for any number"
                 digits = len(str(value).lstrip("-"))
                 raise _field_problem(row, str(field), f"a {digits:,}-digit whole number, {allowed}")
-    if fmt == "instances" and isinstance(doc[fmt], list) and all(isinstance(r, dict) for r in doc[fmt]):
-        return json.dumps({"inputs": doc[fmt]}).encode()
-    return body
+    data = doc[fmt]
+    rows = data if fmt != "dataframe_split" and isinstance(data, list) and data \
+        and all(isinstance(r, dict) for r in data) else None
+    if fmt == "instances" and rows is not None:
+        return json.dumps({"inputs": data}).encode(), rows
+    if fmt == "dataframe_records" and rows is not None:  # a frame's cells: null or NaN is a field not given
+        rows = [{k: v for k, v in r.items() if not (v is None or isinstance(v, float) and math.isnan(v))} for r in rows]
+    return body, rows
 
 
 def _fits_float(value: int) -> bool:
@@ -263,10 +279,11 @@ def clean_error(body: bytes) -> bytes:
 
 
 class Guard:
-    """ASGI layer around the scoring app for `POST /invocations`: body size cap, JSON checks, clean errors."""
+    """ASGI layer around the scoring app for `POST /invocations`: body size cap, JSON checks, clean errors; rows of
+    objects answered by `model` (the served pyfunc's python model) directly, where one is given."""
 
-    def __init__(self, app, max_body_bytes: int = MAX_BODY_BYTES):
-        self.app, self.max_body_bytes = app, max_body_bytes
+    def __init__(self, app, max_body_bytes: int = MAX_BODY_BYTES, model=None):
+        self.app, self.max_body_bytes, self.model = app, max_body_bytes, model
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["path"] != "/invocations" or scope["method"] != "POST":
@@ -290,19 +307,56 @@ class Guard:
                 return await reply(send, 413, too_big)
         body = b"".join(chunks)
         content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        rows = None
         try:
             if content_type == b"application/json":
-                body = checked_json(body)
+                body, rows = checked_json(body)
             elif content_type == b"text/csv":
                 body = csv_as_json(body)
                 scope = {**scope, "headers": [(k, b"application/json" if k.lower() == b"content-type" else v)
                                               for k, v in scope["headers"]]}
         except BodyProblem as exc:
             return await reply(send, 400, exc.message, exc.field, exc.row)
+        if rows is not None and self.model is not None and _utf8(headers.get(b"content-type", b"")):
+            return await self.answer(send, rows)
         if len(body) != int(length):
             scope = {**scope, "headers": [(k, str(len(body)).encode() if k.lower() == b"content-length" else v)
                                           for k, v in scope["headers"]]}
         return await self.app(scope, _replay(body, receive), _cleaning(send))
+
+    async def answer(self, send, rows: list[dict]) -> None:
+        """What MLflow's scoring app answers for these rows (its `invocations`: the model's predictions as its JSON,
+        an MlflowException as its error body, 504 past MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT), without parsing the
+        body again or building a frame; the prediction runs in a thread, as MLflow's does, so /ping stays answered."""
+        from mlflow.environment_variables import MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT
+        from mlflow.exceptions import MlflowException
+
+        try:
+            answer = await asyncio.wait_for(asyncio.to_thread(self.model.predict, None, rows),
+                                            MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.get())
+        except MlflowException as exc:
+            body = clean_error(exc.serialize_as_json().encode())
+            return await _send(send, exc.get_http_status_code(), body)
+        except TimeoutError:
+            return await _send(send, 504, clean_error(b"Request processing time exceeded limit"))
+        except Exception:  # the model turns its own failures into MlflowException; anything else is ours
+            _logger.exception("answering rows failed")
+            return await _send(send, 500, json.dumps({"error_code": "INTERNAL_ERROR", "message": "internal error "
+                                                      "while predicting; the server log has the details"}).encode())
+        out = io.StringIO()
+        predictions_to_json(answer, out)
+        return await _send(send, 200, out.getvalue().encode())
+
+
+def _utf8(content_type: bytes) -> bool:
+    """Whether a Content-Type has no parameter but `charset=utf-8` (MLflow answers any other with 415)."""
+    params = [p.strip().lower() for p in content_type.split(b";")[1:]]
+    return all(p.replace(b" ", b"") == b"charset=utf-8" for p in params)
+
+
+async def _send(send, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": _json_headers([], len(body))})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def _replay(body: bytes, receive):
@@ -346,9 +400,7 @@ async def reply(send, status: int, message: str, field: str | None = None, row: 
     a rejected request's (serving.pyfunc.request_rejected): `field`, `row`, `detail`."""
     code = "RESOURCE_LIMIT_EXCEEDED" if status == 413 else "BAD_REQUEST"
     named = {"field": field, "row": row, "detail": message} if field is not None else {}
-    body = json.dumps({"error_code": code, "message": message, **named}).encode()
-    await send({"type": "http.response.start", "status": status, "headers": _json_headers([], len(body))})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    await _send(send, status, json.dumps({"error_code": code, "message": message, **named}).encode())
 
 
 def default_workers() -> int:

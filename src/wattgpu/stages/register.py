@@ -36,7 +36,7 @@ from wattgpu.errors import WattgpuError
 from wattgpu.evaluation.cv import fit_fold
 from wattgpu.evaluation.runner import prepare_rows, step_rows, target_rows
 from wattgpu.io import read_table, write_json
-from wattgpu.modeling import coverage
+from wattgpu.modeling import coverage, steptime
 from wattgpu.modeling.replica import paper_model
 from wattgpu.modeling.store import META, save_model_dir
 from wattgpu.modeling.targets import TARGETS
@@ -253,6 +253,7 @@ def restore_champion(name: str, folder: Path, target: str) -> None:
 
 
 def main() -> None:
+    steptime.SOLVED_STORE.open(paths.resolve(paths.STEP_FITS_DIR))  # the search stages' solves of the same folds
     run()
 
 

@@ -42,7 +42,7 @@ from wattgpu.evaluation.runner import (
     target_rows,
 )
 from wattgpu.io import read_table, write_csv, write_json
-from wattgpu.modeling import replica
+from wattgpu.modeling import replica, steptime
 from wattgpu.modeling.algorithms import best_record
 from wattgpu.modeling.predictor import as_served, solve_concurrency
 from wattgpu.modeling.replica import paper_model
@@ -399,6 +399,7 @@ def main() -> None:
     sub.add_parser("worker", help="take trials of a stage's studies in the shared storage").add_argument(
         "name", help="a key of search.regimes, or best")
     args = parser.parse_args()
+    steptime.SOLVED_STORE.open(paths.resolve(paths.STEP_FITS_DIR))  # each distinct step-time fit solved once
     try:
         if args.command == "regime":
             run_regime(args.name)
