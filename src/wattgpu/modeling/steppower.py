@@ -31,6 +31,7 @@ from sklearn.utils.validation import check_is_fitted
 from wattgpu import physics
 from wattgpu.arrays import floats
 from wattgpu.features import WORKLOAD_POWER
+from wattgpu.modeling import boosting
 from wattgpu.modeling.estimator import as_measured_release, measured_releases
 from wattgpu.modeling.steptime import ConvergenceWarning, Memo
 from wattgpu.modeling.targets import ITL, POWER, itl_learning_rows
@@ -159,6 +160,11 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
     def _boost_inputs(self, rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({c: floats(rows[c]) for c in WORKLOAD_POWER.columns})
 
+    def _boost_matrix(self, rows: pd.DataFrame) -> np.ndarray:
+        """_boost_inputs as the float matrix the booster reads (boosting.predict: the same numbers, without
+        LightGBM's scikit-learn layer, several times the trees' own work on a one-row request)."""
+        return np.column_stack([floats(rows[c]) for c in WORKLOAD_POWER.columns])
+
     def _specs(self, rows: pd.DataFrame) -> np.ndarray:
         """The standardised spec sheet of requests, within 3 standard deviations of the training GPUs' (the spec
         dependence does not extrapolate far)."""
@@ -178,7 +184,7 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
         share = self._physics(self.theta_, u_mem, u_flops, busy, z)
         if self.boost_ is not None:
             idle = self._shares(self.theta_, z)[0]
-            share = np.clip(share + self.boost_.predict(self._boost_inputs(rows)), idle, 1.0)
+            share = np.clip(share + boosting.predict(self.boost_, self._boost_matrix(rows)), idle, 1.0)
         return POWER.decode(rows, share)
 
     def feature_importances(self) -> pd.Series:
