@@ -29,6 +29,31 @@ def floats(column: pd.Series) -> np.ndarray:
     return pd.to_numeric(column, errors="coerce").astype(float).to_numpy()
 
 
+def _float_kind(dtype) -> bool:
+    return isinstance(dtype, np.dtype) and dtype.kind in "fiub"
+
+
+def float_columns(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Every column of `rows` whose dtype is a number or boolean, as `rows[name].to_numpy(dtype=float)` gives it (a
+    missing value NaN), read in one pass: a frame's columns read one by one cost a Series each, and a one-row request
+    reads a hundred."""
+    picked = rows.select_dtypes(include=["number", "bool"])
+    return dict(zip(picked.columns, np.ascontiguousarray(picked.to_numpy(dtype=float, na_value=np.nan).T)))
+
+
+def float_matrix(rows: pd.DataFrame, columns) -> np.ndarray:
+    """`columns` of `rows` as one float matrix (rows x columns, Fortran order), each column as `floats` reads it: in one
+    pass where every column is a NumPy number or boolean, else column by column."""
+    columns = list(columns)
+    picked = rows[columns]
+    if all(_float_kind(dtype) for dtype in picked.dtypes):
+        return np.asfortranarray(picked.to_numpy(dtype=float))
+    out = np.empty((len(rows), len(columns)), order="F")
+    for j, col in enumerate(columns):
+        out[:, j] = floats(rows[col])
+    return out
+
+
 def per_distinct(fn: Callable, *columns, dtype=float) -> np.ndarray:
     """fn(*elements) for each position of the equal-length `columns`, called once per distinct tuple of elements and
     spread back in order (a 1-d array of `dtype`; `dtype=object` keeps tuples and text as they are)."""
@@ -47,19 +72,27 @@ BLOCK_KINDS = "fbiO"  # float, bool, integer and object arrays: stacked into one
 
 def frame(columns: dict[str, np.ndarray], order: list[str] | None = None, index=None) -> pd.DataFrame:
     """The DataFrame `pd.DataFrame(columns, columns=order, index=index)` builds from equal-length 1-d arrays, with the
-    same columns, dtypes and values, built one block per dtype: pandas checks and copies a dict's arrays one at a time,
-    which for a request's 61 canonical columns costs more than stacking them. Arrays of any other kind (text, dates)
-    go through pandas as they are."""
+    same columns, dtypes and values, built one block per dtype and each block placed where its columns go: pandas
+    checks and copies a dict's arrays one at a time, and a frame built per dtype and then put in order copies every
+    block again, which for a request's 61 canonical columns cost more than the models' own prediction. The blocks go
+    to pandas through its API for libraries that build frames from blocks (`pandas.core.internals.api.make_block`,
+    as pyarrow's `to_pandas` does). Arrays of any other kind (text, dates), or an index of another length, go through
+    pandas as they are."""
     import pandas as pd
+    from pandas.core.internals import BlockManager
+    from pandas.core.internals.api import make_block
 
     order = list(columns) if order is None else list(order)
     arrays = [np.asarray(columns[c]) for c in order]
-    if not order or any(a.ndim != 1 or a.dtype.kind not in BLOCK_KINDS or len(a) != len(arrays[0]) for a in arrays):
+    n = len(arrays[0]) if arrays else 0
+    if (not order or any(a.ndim != 1 or a.dtype.kind not in BLOCK_KINDS or len(a) != n for a in arrays)
+            or (index is not None and len(index) != n)):
         return pd.DataFrame(columns, columns=order, index=index)
     groups: dict[np.dtype, list[int]] = {}
     for i, a in enumerate(arrays):
         groups.setdefault(a.dtype, []).append(i)
-    parts = [pd.DataFrame(np.column_stack([arrays[i] for i in at]), columns=[order[i] for i in at], index=index,
-                          copy=False) for at in groups.values()]
-    out = pd.concat(parts, axis=1, copy=False) if len(parts) > 1 else parts[0]
-    return out if len(groups) == 1 or list(out.columns) == order else out[order]
+    blocks = [make_block(np.vstack([arrays[i] for i in at]), placement=np.asarray(at), ndim=2)
+              for at in groups.values()]
+    rows = pd.RangeIndex(n) if index is None else index if isinstance(index, pd.Index) else pd.Index(index)
+    manager = BlockManager(blocks, [pd.Index(order), rows])
+    return pd.DataFrame._from_mgr(manager, manager.axes)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from wattgpu import physics
-from wattgpu.arrays import frame, per_distinct, text
+from wattgpu.arrays import float_columns, frame, per_distinct, text
 from wattgpu.workload import (
     DEFAULT_ENGINE,
     MAX_OUTPUT_TOKENS,
@@ -148,6 +148,9 @@ def accelerator_families(frame: pd.DataFrame) -> np.ndarray:
     return per_distinct(accelerator_family, *columns, dtype=object).astype(str).reshape(n)
 
 
+READ_ONE_BY_ONE = 8  # columns _Columns reads one at a time before it reads every numeric one at once
+
+
 class _Columns(dict):
     """The features being built (name -> float array) over the frame they are built from: `num` reads a built
     column first, else the frame's own as floats. Features are computed on arrays and joined to the frame once
@@ -166,7 +169,10 @@ class _Columns(dict):
         if dict.__contains__(self, name):
             return self[name]
         if name not in self._read:
-            self._read[name] = self.frame[name].to_numpy(dtype=float)
+            if len(self._read) == READ_ONE_BY_ONE:  # many columns wanted: the frame's numeric ones in one pass
+                self._read = {**float_columns(self.frame), **self._read}
+            if name not in self._read:
+                self._read[name] = self.frame[name].to_numpy(dtype=float)
         return self._read[name]
 
     def text(self, name: str, default: str, test) -> np.ndarray:

@@ -790,7 +790,7 @@ def _offline_concurrency(out: dict[str, np.ndarray]) -> None:
     at = np.flatnonzero(out["scenario"] == "offline")
     if not len(at):
         return
-    llm = pd.DataFrame({f"llm_{f}": out[f"llm_{f}"][at] for f in LLM_FIELDS})
+    llm = block_frame({f"llm_{f}": out[f"llm_{f}"][at] for f in LLM_FIELDS})
     total = out["llm_total_params_b"][at]
     experts = physics.moe_expert_params_b(total, out["llm_active_params_b"][at], out["llm_experts_per_token"][at],
                                           out["llm_num_experts"][at])

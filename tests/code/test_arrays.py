@@ -7,7 +7,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wattgpu.arrays import floats, frame, per_distinct, text
+from wattgpu.arrays import float_columns, float_matrix, floats, frame, per_distinct, text
 
 _CELLS = st.sampled_from(["vllm", "sglang", "0.14.1", "", None, float("nan"), 1.0, 2.5])
 
@@ -74,3 +74,26 @@ def test_frame_stacks_one_block_per_dtype():
     built = frame(columns, ["d", "c", "b", "a"])
     assert list(built.columns) == ["d", "c", "b", "a"] and built["c"].iloc[0] == 2.0
     assert built._mgr.nblocks == 3  # floats together, not a block per column as a dict makes
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 4).flatmap(lambda n: st.lists(
+    st.sampled_from(sorted(_KINDS)).flatmap(lambda k: st.lists(_KINDS[k], min_size=n, max_size=n).map(
+        lambda cells, k=k: np.array(cells, dtype=_DTYPES[k]))), min_size=1, max_size=8)))
+def test_columns_read_in_one_pass_are_the_columns_read_one_by_one(arrays):
+    rows = pd.DataFrame({f"c{i}": a for i, a in enumerate(arrays)})
+    numeric = [c for c in rows if rows[c].dtype.kind in "fiub"]
+    read = float_columns(rows)
+    assert list(read) == numeric  # text and object columns are left to the caller
+    for c in numeric:
+        np.testing.assert_array_equal(read[c], rows[c].to_numpy(dtype=float), strict=True)
+    # a matrix of chosen columns, in their order and repeated where asked, as `floats` reads each (text: NaN)
+    chosen = list(rows)[::-1] + list(rows)[:1]
+    expected = np.column_stack([floats(rows[c]) for c in chosen]) if len(rows) else np.empty((0, len(chosen)))
+    np.testing.assert_array_equal(float_matrix(rows, chosen), expected, strict=True)
+
+
+def test_a_nullable_column_reads_its_missing_values_as_nan():
+    rows = pd.DataFrame({"a": pd.array([1, None], dtype="Int64"), "b": [0.5, 1.5]})
+    np.testing.assert_array_equal(float_columns(rows)["a"], [1.0, np.nan])
+    np.testing.assert_array_equal(float_matrix(rows, ["b", "a"]), [[0.5, 1.0], [1.5, np.nan]])

@@ -151,7 +151,8 @@ def beside_training(extra: pd.DataFrame, rows: pd.DataFrame, train: np.ndarray) 
     ours, theirs = _held_out_keys(rows), _held_out_keys(extra)
     keep = np.ones(len(extra), dtype=bool)
     for kind, values in ours.items():  # membership by hash table (pandas' isin): np.isin sorts text, 5 x slower
-        out = pd.unique(values[held][~pd.Series(values[held]).isin(values[~held]).to_numpy()])  # only outside training
+        left_out = values[held]
+        out = pd.unique(left_out[~pd.Series(left_out).isin(values[~held]).to_numpy()])  # only outside training
         keep &= ~pd.Series(theirs[kind]).isin(out).to_numpy()
     return extra[keep]
 

@@ -12,7 +12,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OrdinalEncoder, StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
-from wattgpu.arrays import floats, per_distinct
+from wattgpu.arrays import float_matrix, floats, frame, per_distinct
 from wattgpu.features import CONCURRENCY_FEATURES, FeatureSet, concurrency_sweep
 from wattgpu.modeling.targets import ITL, LIMIT_INPUTS, Target
 from wattgpu.workload import answering_family
@@ -143,8 +143,8 @@ class TargetRegressor(RegressorMixin, BaseEstimator):
             xs = _filled(xs, fill)
             with config_context(assume_finite=True, skip_parameter_validation=True):
                 z = kept(positions, xs) if kept is not None else model.predict(xs)
-            decoding = pd.DataFrame({**{k: v[positions] for k, v in fixed.items()},
-                                     **{k: v for k, v in moved.items() if k in LIMIT_INPUTS}})
+            decoding = frame({**{k: v[positions] for k, v in fixed.items()},
+                              **{k: v for k, v in moved.items() if k in LIMIT_INPUTS}})
             return self.target.decode(decoding, z)
 
         return predict
@@ -160,10 +160,7 @@ class TargetRegressor(RegressorMixin, BaseEstimator):
 
     def _numeric(self, rows: pd.DataFrame) -> np.ndarray:
         """The numeric feature columns as one float matrix (anything unparseable NaN), as `_frame` builds them."""
-        out = np.empty((len(rows), len(self.features.numeric)), order="F")
-        for j, col in enumerate(self.features.numeric):
-            out[:, j] = floats(rows[col])
-        return out
+        return float_matrix(rows, self.features.numeric)
 
     def _frame(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The feature columns, numeric ones as float (anything unparseable NaN), categorical ones as text; built in

@@ -29,7 +29,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from wattgpu import physics
-from wattgpu.arrays import floats
+from wattgpu.arrays import float_matrix, floats
 from wattgpu.features import WORKLOAD_POWER
 from wattgpu.modeling import boosting
 from wattgpu.modeling.estimator import as_measured_release, measured_releases
@@ -158,12 +158,13 @@ class StepPowerRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def _boost_inputs(self, rows: pd.DataFrame) -> pd.DataFrame:
-        return pd.DataFrame({c: floats(rows[c]) for c in WORKLOAD_POWER.columns})
+        """The boosted correction's inputs as the frame it is fitted on (_boost_matrix, with the column names)."""
+        return pd.DataFrame(self._boost_matrix(rows), columns=list(WORKLOAD_POWER.columns))
 
     def _boost_matrix(self, rows: pd.DataFrame) -> np.ndarray:
-        """_boost_inputs as the float matrix the booster reads (boosting.predict: the same numbers, without
-        LightGBM's scikit-learn layer, several times the trees' own work on a one-row request)."""
-        return np.column_stack([floats(rows[c]) for c in WORKLOAD_POWER.columns])
+        """The boosted correction's inputs as the float matrix the booster reads (boosting.predict: the same numbers,
+        without LightGBM's scikit-learn layer, several times the trees' own work on a one-row request)."""
+        return float_matrix(rows, WORKLOAD_POWER.columns)
 
     def _specs(self, rows: pd.DataFrame) -> np.ndarray:
         """The standardised spec sheet of requests, within 3 standard deviations of the training GPUs' (the spec

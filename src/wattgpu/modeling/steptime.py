@@ -220,15 +220,22 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
 
     def _weight_inputs(self) -> tuple[str, ...]:
         """The columns the weights depend on: those the model was fitted with (`weight_inputs_`, so that a stored
-        model keeps answering after WEIGHT_INPUTS changes), else WEIGHT_INPUTS among `columns`."""
+        model keeps answering after WEIGHT_INPUTS changes), else the declared ones."""
         fitted = getattr(self, "weight_inputs_", None)
-        if fitted is not None:
-            return fitted
+        return self._declared_inputs() if fitted is None else fitted
+
+    def _declared_inputs(self) -> tuple[str, ...]:
+        """WEIGHT_INPUTS among `columns` (what a fit records)."""
         return tuple(c for c in WEIGHT_INPUTS if c in self.columns and c not in self.exclude)
+
+    @staticmethod
+    def _log_weights(z1: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """Per row and term, the log of the term's learned weight, theta_k . z."""
+        return z1 @ theta.reshape(len(TERMS), -1).T
 
     def _log_step(self, terms: np.ndarray, z1: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """log sum_k exp(theta_k . z + log T_k), and each term's share of the sum (for the Jacobian)."""
-        a = terms + z1 @ theta.reshape(len(TERMS), -1).T
+        a = terms + self._log_weights(z1, theta)
         top = a.max(axis=1, keepdims=True)
         w = np.exp(a - top)
         total = w.sum(axis=1, keepdims=True)
@@ -238,8 +245,7 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
         if len(self.columns) != X.shape[1]:
             raise ValueError(f"columns names {len(self.columns)} inputs, X has {X.shape[1]}")
-        self.weight_inputs_ = None
-        self.weight_inputs_ = self._weight_inputs()
+        self.weight_inputs_ = self._declared_inputs()
         terms, w, z = self._split(X)
         self.mean_, self.scale_ = w.mean(axis=0), w.std(axis=0)
         self.scale_[self.scale_ == 0] = 1.0
@@ -301,7 +307,7 @@ class StepTimeRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "theta_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         log_t, w, z = self._split(X)
-        log_w = self._z1(w) @ self.theta_.reshape(len(TERMS), -1).T
+        log_w = self._log_weights(self._z1(w), self.theta_)
         out = {"factor": np.exp(boosting.predict(self.boost_, z))}
         for k, term in enumerate(TERMS):
             out[f"{term}:time"], out[f"{term}:weight"] = np.exp(log_t[:, k]), np.exp(log_w[:, k])

@@ -306,7 +306,8 @@ class Guard:
             if size > self.max_body_bytes:
                 return await reply(send, 413, too_big)
         body = b"".join(chunks)
-        content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        given_type = headers.get(b"content-type", b"")
+        content_type = given_type.split(b";")[0].strip().lower()
         rows = None
         try:
             if content_type == b"application/json":
@@ -317,7 +318,7 @@ class Guard:
                                               for k, v in scope["headers"]]}
         except BodyProblem as exc:
             return await reply(send, 400, exc.message, exc.field, exc.row)
-        if rows is not None and self.model is not None and _utf8(headers.get(b"content-type", b"")):
+        if rows is not None and self.model is not None and _utf8(given_type):
             return await self.answer(send, rows)
         if len(body) != int(length):
             scope = {**scope, "headers": [(k, str(len(body)).encode() if k.lower() == b"content-length" else v)
